@@ -1,0 +1,161 @@
+/*
+ * cache.c -- per-code state in co_extra (see cache.h for the contract and the re-entrancy
+ * rules).  Called by the hook and the module functions in eval_frame.c; all under the GIL.
+ */
+#include "cache.h"
+
+/* Index of our slot in every code object's co_extra array; requested once per process. */
+static Py_ssize_t extra_index = -1;
+
+static void entry_free(npd_entry *e) {
+    /* The entry is already unlinked, so code run by these DECREFs cannot reach it. */
+    Py_XDECREF(e->check_fn);
+    Py_XDECREF(e->new_code);
+    Py_XDECREF(e->func);
+    PyMem_Free(e);
+}
+
+/* Free a detached chain of entries. */
+static void chain_free(npd_entry *e) {
+    while (e != NULL) {
+        npd_entry *next = e->next;
+        entry_free(e);
+        e = next;
+    }
+}
+
+/* The co_extra free function: CPython calls it from code_dealloc when the code object dies.
+ * This is the one place an npd_extra is released. */
+static void extra_free(void *p) {
+    npd_extra *extra = (npd_extra *)p;
+    npd_entry *chain = extra->head;
+    extra->head = NULL;
+    PyMem_Free(extra);
+    chain_free(chain);
+}
+
+int npd_cache_init(void) {
+    if (extra_index >= 0) {
+        return 0;
+    }
+    extra_index = _PyEval_RequestCodeExtraIndex(extra_free);
+    if (extra_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "dynamo._C: no co_extra slot left (too many PEP 523 users loaded)");
+        return -1;
+    }
+    return 0;
+}
+
+npd_extra *npd_extra_get(PyCodeObject *code) {
+    void *p = NULL;
+    if (_PyCode_GetExtra((PyObject *)code, extra_index, &p) < 0) {
+        PyErr_Clear(); /* only fails for a bad index, which init rules out */
+        return NULL;
+    }
+    return (npd_extra *)p;
+}
+
+npd_extra *npd_extra_get_or_create(PyCodeObject *code) {
+    npd_extra *extra = npd_extra_get(code);
+    if (extra != NULL) {
+        return extra;
+    }
+    extra = PyMem_Calloc(1, sizeof(npd_extra));
+    if (extra == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    extra->state = NPD_DEFAULT;
+    if (_PyCode_SetExtra((PyObject *)code, extra_index, extra) < 0) {
+        PyMem_Free(extra);
+        return NULL;
+    }
+    return extra;
+}
+
+int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code) {
+    npd_entry *e = PyMem_Calloc(1, sizeof(npd_entry));
+    if (e == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    e->check_fn = Py_NewRef(check_fn);
+    e->new_code = Py_NewRef(new_code);
+    e->func = NULL;
+    e->next = extra->head;
+    extra->head = e;
+    extra->version++;
+    return 0;
+}
+
+void npd_cache_move_to_front(npd_extra *extra, npd_entry *prev, npd_entry *entry) {
+    if (prev == NULL) {
+        return; /* already the head */
+    }
+    prev->next = entry->next;
+    entry->next = extra->head;
+    extra->head = entry;
+    extra->version++;
+}
+
+void npd_extra_reset(npd_extra *extra) {
+    npd_entry *chain = extra->head;
+    extra->head = NULL;
+    extra->state = NPD_DEFAULT;
+    extra->hits = 0;
+    extra->misses = 0;
+    extra->version++;
+    chain_free(chain);
+}
+
+PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *closure) {
+    PyFunctionObject *cached = (PyFunctionObject *)entry->func;
+    /* Identity, not equality: the function borrows nothing, it holds strong references to
+     * its globals and closure, so an address match cannot be a recycled object. */
+    if (cached != NULL && cached->func_globals == globals && cached->func_closure == closure) {
+        return Py_NewRef(entry->func);
+    }
+    /* PyFunction_New takes name/qualname from the code and builtins from the globals;
+     * defaults are irrelevant because every argument is passed positionally. */
+    PyObject *func = PyFunction_New(entry->new_code, globals);
+    if (func == NULL) {
+        return NULL;
+    }
+    if (closure != NULL && PyFunction_SetClosure(func, closure) < 0) {
+        Py_DECREF(func);
+        return NULL;
+    }
+    /* Swap first, release after: dropping the old function may run arbitrary code. */
+    PyObject *old = entry->func;
+    entry->func = Py_NewRef(func);
+    Py_XDECREF(old);
+    return func;
+}
+
+PyObject *npd_cache_as_list(npd_extra *extra) {
+    PyObject *list = PyList_New(0);
+    if (list == NULL || extra == NULL) {
+        return list;
+    }
+restart:
+    for (npd_entry *e = extra->head; e != NULL; e = e->next) {
+        unsigned long version = extra->version;
+        /* Allocation may trigger a GC pass whose finalizers could edit this very list. */
+        PyObject *pair = PyTuple_Pack(2, e->check_fn, e->new_code);
+        if (pair == NULL || PyList_Append(list, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(pair);
+        if (extra->version != version) {
+            if (PyList_SetSlice(list, 0, PyList_GET_SIZE(list), NULL) < 0) {
+                Py_DECREF(list);
+                return NULL;
+            }
+            goto restart;
+        }
+    }
+    return list;
+}

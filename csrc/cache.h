@@ -1,0 +1,69 @@
+/*
+ * cache.h -- per-code-object state stored in `co_extra`: the SKIP/RUN_ONLY flag, the cache of
+ * (check_fn, new_code) entries and hit/miss counters.
+ *
+ * In:  code objects (from the hook and from the module functions in eval_frame.c).
+ * Out: an ExtraState per code object, created on demand and released only by the co_extra
+ *      free function when the code object dies (`reset_code` empties it but keeps it).
+ *
+ * Entries form a singly linked list, most recently hit first.  Releasing an entry drops
+ * Python references, which can run arbitrary code (weakref callbacks, __del__) that might
+ * re-enter this module -- even reset the same code.  Every function that drops references
+ * therefore detaches what it frees from the state first, and the hook never keeps a pointer to
+ * an entry across a call into Python (it holds its own references instead).
+ */
+#ifndef NPDYNAMO_CACHE_H
+#define NPDYNAMO_CACHE_H
+
+#include "cpython_compat.h"
+
+enum npd_code_state {
+    NPD_DEFAULT = 0,  /* use the cache, compile on a miss */
+    NPD_SKIP = 1,     /* always run the original code; never call Python for it */
+    NPD_RUN_ONLY = 2, /* use the cache, never compile on a miss */
+};
+
+typedef struct npd_entry {
+    PyObject *check_fn;     /* guard: check_fn(*arg_slots, f_globals, closure) -> truthy */
+    PyObject *new_code;     /* transformed code, run in place of the original */
+    PyObject *func;         /* function for new_code, reused while globals/closure match;
+                               may be NULL until the first run */
+    struct npd_entry *next;
+} npd_entry;
+
+typedef struct {
+    int state;            /* enum npd_code_state */
+    npd_entry *head;      /* most recently hit first */
+    Py_ssize_t hits;
+    Py_ssize_t misses;
+    unsigned long version; /* bumped whenever the list changes: lets the hook notice that
+                              Python code it called edited the list under it */
+} npd_extra;
+
+/* Request the co_extra index; call once at module init.  Returns -1 with an exception set. */
+int npd_cache_init(void);
+
+/* The state of `code`, or NULL if it has none (never raises). */
+npd_extra *npd_extra_get(PyCodeObject *code);
+
+/* The state of `code`, created if missing.  NULL with an exception set on failure. */
+npd_extra *npd_extra_get_or_create(PyCodeObject *code);
+
+/* Prepend a new entry (strong references taken).  -1 with MemoryError on failure. */
+int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code);
+
+/* Move `entry` (whose predecessor is `prev`, NULL if it is the head) to the front. */
+void npd_cache_move_to_front(npd_extra *extra, npd_entry *prev, npd_entry *entry);
+
+/* Drop all entries, the state flag and the counters (the struct itself stays attached). */
+void npd_extra_reset(npd_extra *extra);
+
+/* A function object running entry->new_code with these globals and closure (closure may be
+ * NULL).  Reuses the entry's function while both are the same objects.  New reference, or
+ * NULL with an exception set. */
+PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *closure);
+
+/* [(check_fn, new_code), ...], most recently hit first.  New reference. */
+PyObject *npd_cache_as_list(npd_extra *extra);
+
+#endif /* NPDYNAMO_CACHE_H */

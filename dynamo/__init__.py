@@ -1,0 +1,1 @@
+"""npdynamo: a TorchDynamo-style JIT compiler for NumPy code (public API is filled in elsewhere)."""

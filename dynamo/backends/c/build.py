@@ -1,0 +1,286 @@
+"""Build C source into a loaded shared library: gcc → .so → cffi (ABI mode), with a disk cache.
+
+In: the C source of one or more kernels, the ``cdef`` declaring the functions Python calls, and
+`BuildOptions`. Out: a `Library` whose ``lib`` attributes are the C functions. Called by the C
+backend's code generator (``dynamo/backends/c``); knows nothing about graphs.
+
+    lib = build_library(c_source, cdef, BuildOptions())
+    lib.lib.kernel(lib.ffi.cast("double *", x.ctypes.data), x.size)
+
+How: the compiler turns the source straight into a shared object (one subprocess, no setuptools).
+While it runs, cffi parses the cdef and writes an *out-of-line ABI module* (``kernel_ffi.py``: the
+declarations pre-parsed into a compact table), so loading from the disk cache later needs neither
+the compiler nor cffi's C parser (pycparser alone costs ~70 ms to import) — just ``_cffi_backend``
+and ``dlopen``. ``Library.ffi`` is therefore a ``_cffi_backend.FFI``, which has the usual
+``cast``/``from_buffer``/``new``/``typeof``/``sizeof`` API.
+
+cffi releases the GIL for the duration of every call into ``lib`` (tested in
+tests/backends/test_c_build.py), so a kernel can run while other Python threads proceed; kernels
+must therefore be reentrant (no global scratch).
+
+Each library is loaded once per process: libraries are kept by cache key, and the same key never
+triggers a second ``dlopen``. The returned object is shared; do not mutate it.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import cache as _cache
+from . import toolchain as _toolchain
+from .toolchain import CompilerNotFound
+
+__all__ = ["BuildOptions", "BuildError", "CompilerNotFound", "Library", "build_library"]
+
+_BUILD_TIMEOUT_S = 600.0
+_MAX_STDERR_CHARS = 8000
+
+
+class BuildError(RuntimeError):
+    """The compiler rejected the source (or the result could not be loaded).
+
+    ``stderr`` holds the compiler's messages, ``command`` the command line, ``source_path`` a
+    copy of the source the messages refer to.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: tuple[str, ...] = (),
+        stderr: str = "",
+        source_path: Path | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.command = command
+        self.stderr = stderr
+        self.source_path = source_path
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """How to build: compiler (None: $CC, else gcc, else cc), extra flags, fast-math, OpenMP."""
+
+    compiler: str | None = None
+    cflags: tuple[str, ...] = ()
+    fastmath: bool = False
+    openmp: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.cflags, str):
+            object.__setattr__(self, "cflags", tuple(shlex.split(self.cflags)))
+        else:
+            object.__setattr__(self, "cflags", tuple(str(f) for f in self.cflags))
+
+
+@dataclass(frozen=True, eq=False)
+class Library:
+    """A loaded kernel library. ``from_cache``: loaded from disk without compiling.
+
+    ``build_seconds`` is the wall time of the `build_library` call that first produced it
+    (compile + load, or disk-cache load). ``openmp`` says whether it was built with -fopenmp
+    (False if not requested or the compiler lacks OpenMP support).
+    """
+
+    ffi: Any
+    lib: Any
+    path: Path
+    key: str
+    from_cache: bool
+    build_seconds: float
+    openmp: bool
+    compiler: str
+    flags: tuple[str, ...]
+    source_path: Path = field(default=Path())
+
+
+_loaded: dict[str, Library] = {}
+_loaded_lock = threading.Lock()
+_key_locks: dict[str, threading.Lock] = {}
+
+
+def _package_version() -> str:
+    pkg = sys.modules.get("dynamo")
+    return str(getattr(pkg, "__version__", "dev"))
+
+
+def _cffi_version() -> str:
+    import _cffi_backend  # the C half of cffi: cheap, unlike `import cffi`
+
+    return str(_cffi_backend.__version__)
+
+
+def build_library(c_source: str, cdef: str, options: BuildOptions | None = None) -> Library:
+    """Compile (or fetch from the disk cache) and load ``c_source``; see the module docstring.
+
+    Raises `CompilerNotFound` if there is no compiler, `BuildError` if compilation or loading
+    fails (with the compiler's messages).
+    """
+    options = options or BuildOptions()
+    start = time.perf_counter()
+    kcache = _cache.KernelCache(_cache.cache_root())
+    tc = _toolchain.find_toolchain(options.compiler, kcache.toolchains)
+    flags, use_openmp = _toolchain.compile_flags(
+        tc, options.cflags, options.fastmath, options.openmp
+    )
+    key = _cache.make_key({
+        "source": c_source,
+        "cdef": cdef,
+        "compiler": shlex.join(tc.command),
+        "compiler_identity": tc.identity,
+        "flags": shlex.join(flags + _toolchain.link_flags()),
+        "cpu": _toolchain.cpu_features(),
+        "npdynamo": _package_version(),
+        "cffi": _cffi_version(),
+    })
+    with _loaded_lock:
+        done = _loaded.get(key)
+        lock = _key_locks.setdefault(key, threading.Lock())
+    if done is not None:
+        return done
+    with lock:  # one thread per key builds/loads; the others wait and reuse its result
+        with _loaded_lock:
+            done = _loaded.get(key)
+        if done is not None:
+            return done
+        from_cache = False
+        entry = kcache.lookup(key)
+        loaded = None
+        if entry is not None:
+            try:
+                loaded = _load(entry)
+                from_cache = True
+            except _LoadError as exc:
+                kcache.discard(entry, str(exc))
+        if loaded is None:
+            entry = _compile(kcache, key, c_source, cdef, tc, flags)
+            try:
+                loaded = _load(entry)
+            except _LoadError as exc:
+                raise BuildError(
+                    f"the compiled kernel library {entry} could not be loaded: {exc}",
+                    source_path=entry / _cache.SOURCE_NAME,
+                ) from exc
+        ffi, lib = loaded
+        library = Library(
+            ffi=ffi,
+            lib=lib,
+            path=entry / _cache.SO_NAME,
+            key=key,
+            from_cache=from_cache,
+            build_seconds=time.perf_counter() - start,
+            openmp=use_openmp,
+            compiler=tc.identity,
+            flags=flags,
+            source_path=entry / _cache.SOURCE_NAME,
+        )
+        with _loaded_lock:
+            _loaded[key] = library
+        return library
+
+
+class _LoadError(Exception):
+    pass
+
+
+def _load(entry: Path) -> tuple[Any, Any]:
+    """Execute the entry's pre-parsed ffi module and dlopen its shared object."""
+    ffi_path = entry / _cache.FFI_NAME
+    try:
+        namespace: dict[str, Any] = {"__name__": f"_npdynamo_ffi_{entry.name[:16]}"}
+        exec(compile(ffi_path.read_text(), str(ffi_path), "exec"), namespace)
+        ffi = namespace["ffi"]
+        return ffi, ffi.dlopen(str(entry / _cache.SO_NAME))
+    except Exception as exc:  # noqa: BLE001 - any failure here means "entry unusable"
+        raise _LoadError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _write_ffi_module(cdef: str, module_name: str, target: Path) -> None:
+    import cffi  # only needed when building; its parser is slow to import
+    from cffi import recompiler
+
+    ffi = cffi.FFI()
+    ffi.cdef(cdef)
+    recompiler.make_py_source(ffi, module_name, str(target))
+
+
+def _compile(
+    kcache: _cache.KernelCache,
+    key: str,
+    c_source: str,
+    cdef: str,
+    tc: _toolchain.Toolchain,
+    flags: tuple[str, ...],
+) -> Path:
+    """Build into a staging directory and publish it as the cache entry for ``key``."""
+    staging = kcache.staging_dir(key)
+    try:
+        (staging / _cache.SOURCE_NAME).write_text(c_source)
+        # Relative names + cwd=staging: compiler messages read "kernel.c:12:5: error: ...".
+        command = (*tc.command, *flags, _cache.SOURCE_NAME, "-o", _cache.SO_NAME,
+                   *_toolchain.link_flags())
+        try:
+            proc = subprocess.Popen(command, cwd=staging, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        except OSError as exc:
+            raise CompilerNotFound(
+                f"C compiler {tc.path!r} could not be started ({exc}). Install gcc or set CC."
+            ) from exc
+        try:  # parse the cdef while the compiler runs: the two costs overlap
+            _write_ffi_module(cdef, f"_npdynamo_{key[:16]}", staging / _cache.FFI_NAME)
+            cdef_error = None
+        except Exception as exc:  # noqa: BLE001 - cffi raises several types for bad cdefs
+            cdef_error = exc
+        try:
+            out, err = proc.communicate(timeout=_BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            err = f"timed out after {_BUILD_TIMEOUT_S:.0f} s\n{err}"
+            proc.returncode = proc.returncode or -1
+        if proc.returncode != 0:
+            saved = kcache.record_failure(key, c_source)
+            messages = (err or out or "").strip()
+            raise BuildError(
+                f"C compilation failed (exit {proc.returncode}) with "
+                f"`{shlex.join(command)}`:\n{messages[:_MAX_STDERR_CHARS]}\n"
+                f"(source kept at {saved})",
+                command=command,
+                stderr=messages,
+                source_path=saved,
+            )
+        if cdef_error is not None:
+            raise BuildError(
+                f"the cdef could not be parsed by cffi: {type(cdef_error).__name__}: "
+                f"{cdef_error}",
+                stderr=str(cdef_error),
+            ) from cdef_error
+        meta = {
+            "source_sha256": _sha256_text(c_source),
+            "source_chars": len(c_source),
+            "cdef_sha256": _sha256_text(cdef),
+            "command": list(command),
+            "compiler": tc.identity,
+            "cpu": _toolchain.cpu_features(),
+            "created": time.time(),
+            "pid": os.getpid(),
+        }
+        return kcache.publish(key, staging, meta)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _sha256_text(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,258 @@
+"""The on-disk cache of built C kernels.
+
+In: a cache key (`make_key` over everything that changes the built object) and, on a miss, a
+directory of freshly built files. Out: the path of a validated entry directory. Called only by
+`dynamo.backends.c.build`.
+
+Layout (one directory per entry, published atomically)::
+
+    <root>/kernels/<key[:2]>/<key>/kernel.so      the shared object
+                                   kernel.c       the C source, kept readable for debugging
+                                   kernel_ffi.py  cffi's out-of-line ABI module (no pycparser at load)
+                                   meta.json      key, source hash, sizes, sha256 of each file
+    <root>/toolchains/<hash>.json                 compiler --version / OpenMP probe results
+    <root>/failed/<key>.c                         the source of the last build that failed
+
+Root: ``$DYNAMO_CACHE_DIR``, else ``$XDG_CACHE_HOME/npdynamo``, else ``~/.cache/npdynamo``,
+created with mode 0700. A root owned by another user or writable by group/others is refused with
+a `CacheDirWarning` (anyone who can write there could plant code we would load); this process then
+uses a private temporary directory, removed at exit.
+
+Concurrency: an entry is built in a temporary directory next to its final place and published
+with one ``rename`` of the directory. Renaming onto an existing non-empty directory fails, so when
+two processes build the same key the first rename wins and the other process uses the winner's
+entry. Readers therefore see a complete entry or none. Entries that fail validation (checksum or
+size mismatch, missing file, unreadable metadata) are reported with `CorruptCacheEntryWarning`,
+moved aside and rebuilt.
+"""
+
+from __future__ import annotations
+
+import atexit
+import errno
+import hashlib
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+__all__ = [
+    "CacheDirWarning",
+    "CorruptCacheEntryWarning",
+    "KernelCache",
+    "cache_root",
+    "default_cache_dir",
+    "make_key",
+    "file_sha256",
+    "ENTRY_FILES",
+]
+
+CACHE_DIR_ENV = "DYNAMO_CACHE_DIR"
+# Bump when the entry layout or the meaning of any file in it changes.
+CACHE_FORMAT = 1
+SO_NAME, SOURCE_NAME, FFI_NAME, META_NAME = "kernel.so", "kernel.c", "kernel_ffi.py", "meta.json"
+# The files whose checksums meta.json records (the source is covered by the key itself).
+ENTRY_FILES = (SO_NAME, FFI_NAME)
+
+
+class CacheDirWarning(UserWarning):
+    """The cache directory is unsafe or unusable; kernels go to a private temporary directory."""
+
+
+class CorruptCacheEntryWarning(UserWarning):
+    """A cache entry failed validation or loading; it is being rebuilt."""
+
+
+def default_cache_dir() -> Path:
+    """Where the cache lives unless ``$DYNAMO_CACHE_DIR`` says otherwise."""
+    env = os.environ.get(CACHE_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "npdynamo"
+
+
+def _unsafe_reason(path: Path) -> str | None:
+    """Why ``path`` must not hold code we load, or None if it is ours and private enough."""
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"it is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+_root_lock = threading.Lock()
+_roots: dict[str, Path] = {}  # requested dir -> the dir actually used (itself or a private temp)
+
+
+def _private_tempdir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="npdynamo-cache-"))  # mkdtemp creates it 0700
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def cache_root(requested: Path | None = None) -> Path:
+    """The directory to use for kernels: ``requested`` (default: `default_cache_dir`) if safe.
+
+    The decision is made once per process per requested directory; a refusal warns once.
+    """
+    requested = Path(requested) if requested is not None else default_cache_dir()
+    memo = str(requested)
+    with _root_lock:
+        if memo in _roots:
+            return _roots[memo]
+        try:
+            requested.mkdir(mode=0o700, parents=True, exist_ok=True)
+            reason = _unsafe_reason(requested)
+        except OSError as exc:
+            reason = f"it cannot be created or read ({exc.strerror or exc})"
+        if reason is None:
+            chosen = requested
+        else:
+            chosen = _private_tempdir()
+            warnings.warn(
+                f"npdynamo: refusing kernel cache directory {requested}: {reason}. Kernels are "
+                f"built in the private directory {chosen} for this process only. Fix the "
+                f"directory (chown it to yourself, chmod 700) or set {CACHE_DIR_ENV}.",
+                CacheDirWarning,
+                stacklevel=3,
+            )
+        _roots[memo] = chosen
+        return chosen
+
+
+def _reset_roots_for_tests() -> None:
+    with _root_lock:
+        _roots.clear()
+
+
+def make_key(components: dict[str, str]) -> str:
+    """sha256 (hex) over a dict of strings: source, cdef, compiler, flags, CPU, versions, ..."""
+    parts = dict(components, cache_format=str(CACHE_FORMAT), python=_python_abi())
+    blob = json.dumps(parts, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def _python_abi() -> str:
+    impl = sys.implementation
+    return f"{impl.name}-{impl.cache_tag}-{getattr(sys, 'abiflags', '')}-{os.uname().machine}"
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+class KernelCache:
+    """Entries under one root directory (see the module docstring for the layout)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.kernels = self.root / "kernels"
+        self.toolchains = self.root / "toolchains"
+        self.failed = self.root / "failed"
+
+    def entry_dir(self, key: str) -> Path:
+        return self.kernels / key[:2] / key
+
+    # -- reading -------------------------------------------------------------------------------
+    def lookup(self, key: str) -> Path | None:
+        """The entry directory for ``key`` if it exists and validates, else None.
+
+        An entry that exists but does not validate warns (`CorruptCacheEntryWarning`) and is
+        moved aside, so the caller simply rebuilds.
+        """
+        entry = self.entry_dir(key)
+        if not entry.is_dir():
+            return None
+        problem = self.validate(entry, key)
+        if problem is None:
+            return entry
+        self.discard(entry, problem)
+        return None
+
+    def validate(self, entry: Path, key: str) -> str | None:
+        """What is wrong with ``entry``, or None if every recorded checksum matches."""
+        try:
+            meta = json.loads((entry / META_NAME).read_text())
+        except (OSError, ValueError) as exc:
+            return f"unreadable {META_NAME} ({exc})"
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            return f"{META_NAME} is for another key"
+        for name in ENTRY_FILES:
+            record = meta.get("files", {}).get(name, {})
+            try:
+                size = (entry / name).stat().st_size
+                if size != record.get("size"):
+                    return f"{name} has {size} bytes, expected {record.get('size')} (truncated?)"
+                if file_sha256(entry / name) != record.get("sha256"):
+                    return f"{name} checksum mismatch"
+            except OSError as exc:
+                return f"{name} unreadable ({exc.strerror or exc})"
+        return None
+
+    def discard(self, entry: Path, problem: str) -> None:
+        """Warn about a bad entry and move it out of the way (another process may be loading it,
+        so it is renamed first: open/mapped files stay valid after the directory is removed)."""
+        warnings.warn(
+            f"npdynamo: kernel cache entry {entry} is corrupt ({problem}); rebuilding it.",
+            CorruptCacheEntryWarning,
+            stacklevel=4,
+        )
+        trash = entry.with_name(f".trash-{entry.name[:16]}-{os.getpid()}-{os.urandom(4).hex()}")
+        try:
+            os.rename(entry, trash)
+        except OSError:
+            return  # someone else moved or replaced it already
+        shutil.rmtree(trash, ignore_errors=True)
+
+    # -- writing -------------------------------------------------------------------------------
+    def staging_dir(self, key: str) -> Path:
+        """A fresh private directory on the same filesystem as the entry, to build into."""
+        parent = self.entry_dir(key).parent
+        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-"))
+
+    def publish(self, key: str, staging: Path, meta: dict) -> Path:
+        """Write meta.json into ``staging`` and rename it to the entry; returns the entry used.
+
+        If another process published the same key first, ours is dropped and theirs is used
+        (after validation; a bad one is discarded and ours takes its place).
+        """
+        files = {name: {"size": (staging / name).stat().st_size,
+                        "sha256": file_sha256(staging / name)} for name in ENTRY_FILES}
+        meta = dict(meta, key=key, format=CACHE_FORMAT, files=files)
+        (staging / META_NAME).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        entry = self.entry_dir(key)
+        for _attempt in range(3):
+            try:
+                os.rename(staging, entry)
+                return entry
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    shutil.rmtree(staging, ignore_errors=True)
+                    raise
+            if self.lookup(entry.name) is not None:  # the other process's entry is good
+                shutil.rmtree(staging, ignore_errors=True)
+                return entry
+        shutil.rmtree(staging, ignore_errors=True)
+        raise OSError(f"could not publish kernel cache entry {entry}")
+
+    def record_failure(self, key: str, source: str) -> Path | None:
+        """Keep the source of a failed build where the error message can point to it."""
+        try:
+            self.failed.mkdir(mode=0o700, parents=True, exist_ok=True)
+            path = self.failed / f"{key}.c"
+            path.write_text(source)
+            return path
+        except OSError:
+            return None

@@ -1,0 +1,1 @@
+"""Shared pytest setup for npdynamo's tests (kept minimal; fixtures live next to their tests)."""

@@ -1,0 +1,575 @@
+"""Tests for ``dynamo._C``, the PEP 523 hook (contract: docs/internals.md section 1).
+
+Each test drives the C module directly with small Python callbacks: a callback that records
+FrameViews and answers with ``(check_fn, new_code)`` pairs, where ``new_code`` is another
+function's code flattened to the layout the contract requires (all argument slots positional).
+Build first: ``.venv/bin/python setup.py build_ext --inplace``.
+"""
+
+import gc
+import inspect
+import sys
+import threading
+import tracemalloc
+import weakref
+
+import pytest
+
+from dynamo import _C as C
+
+
+@pytest.fixture(autouse=True)
+def _no_callback_leaks():
+    """Every test starts and ends with this thread's callback off."""
+    assert C.get_eval_frame() is None
+    yield
+    leftover = C.set_eval_frame(None)
+    assert leftover is None, "test left a callback installed"
+
+
+def flat(fn):
+    """fn's code with every argument slot positional (the layout new_code must have)."""
+    co = fn.__code__
+    varflags = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    nslots = (co.co_argcount + co.co_kwonlyargcount
+              + bool(co.co_flags & inspect.CO_VARARGS)
+              + bool(co.co_flags & inspect.CO_VARKEYWORDS))
+    return co.replace(co_argcount=nslots, co_kwonlyargcount=0, co_posonlyargcount=0,
+                      co_flags=co.co_flags & ~varflags)
+
+
+class Recorder:
+    """A compile-mode callback: records FrameViews of `code`, answers with `answer(view)`."""
+
+    def __init__(self, code, answer=lambda view: None):
+        self.code = code
+        self.answer = answer
+        self.views = []
+        self.callback_inside = []
+
+    def __call__(self, view):
+        if view.f_code is not self.code:
+            return None
+        self.views.append(view)
+        self.callback_inside.append(C.get_eval_frame())
+        return self.answer(view)
+
+
+def run_with(callback, fn, *args, **kwargs):
+    previous = C.set_eval_frame(callback)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        C.set_eval_frame(previous)
+
+
+# ---- installation and the FrameView -------------------------------------------------------
+
+
+def test_callback_called_only_while_set():
+    def f(a):
+        return a + 1
+
+    rec = Recorder(f.__code__)
+    assert f(1) == 2 and rec.views == []
+    assert run_with(rec, f, 1) == 2
+    assert len(rec.views) == 1
+    assert f(1) == 2 and len(rec.views) == 1  # off again
+
+
+def test_set_eval_frame_returns_previous_and_validates():
+    def cb(view):
+        return None
+
+    assert C.set_eval_frame(cb) is None
+    assert C.get_eval_frame() is cb
+    assert C.set_eval_frame(False) is cb
+    assert C.get_eval_frame() is False
+    assert C.set_eval_frame(None) is False
+    with pytest.raises(TypeError, match="None .off., False .run-only. or a callable"):
+        C.set_eval_frame(3)
+    assert C.get_eval_frame() is None
+
+
+def test_frame_view_args_kwonly_varargs_varkw():
+    def f(a, b=2, *args, k, m=5, **kw):
+        return (a, b, args, k, m, kw)
+
+    rec = Recorder(f.__code__)
+    assert run_with(rec, f, 1, 7, 8, 9, k=3, z=4) == (1, 7, (8, 9), 3, 5, {"z": 4})
+    (view,) = rec.views
+    assert isinstance(view, C.FrameView)
+    assert view.f_code is f.__code__ and view.f_func is f
+    assert view.f_globals is f.__globals__
+    assert view.f_builtins is __builtins__ or view.f_builtins is vars(__builtins__)
+    assert view.args == (1, 7, 3, 5, (8, 9), {"z": 4})
+    assert view.closure is None
+    assert view.f_locals == {"a": 1, "b": 7, "k": 3, "m": 5, "args": (8, 9), "kw": {"z": 4}}
+    assert repr(view).startswith("<FrameView test_frame_view_args_kwonly_varargs_varkw.<locals>.f at ")
+
+
+def test_frame_view_closure_and_cells():
+    x, y = 10, 20
+
+    def f(a):
+        def inner():
+            return a + x  # `a` is a cell argument, `x` a free variable
+        return inner() + y
+
+    rec = Recorder(f.__code__)
+    assert run_with(rec, f, 1) == 31
+    (view,) = rec.views
+    assert isinstance(view.closure, tuple) and len(view.closure) == 2
+    assert [c.cell_contents for c in view.closure] == [10, 20]
+    assert view.args == (1,)
+    assert view.f_locals == {"a": 1, "x": 10, "y": 20}
+
+
+def test_frame_view_omits_empty_cells():
+    def outer():
+        def f(a):
+            return later  # noqa: F821 - bound after f is created
+        rec = Recorder(f.__code__)
+        with pytest.raises(NameError):
+            run_with(rec, f, 1)
+        later = 5
+        assert run_with(rec, f, 1) == 5
+        return rec
+
+    rec = outer()
+    assert rec.views[0].f_locals == {"a": 1}
+    assert rec.views[1].f_locals == {"a": 1, "later": 5}
+
+
+def test_callback_is_none_inside_callback():
+    def f(a):
+        return a
+
+    rec = Recorder(f.__code__)
+    run_with(rec, f, 1)
+    assert rec.callback_inside == [None]
+
+
+# ---- the cache ----------------------------------------------------------------------------
+
+
+def test_new_code_runs_and_hits_skip_the_callback():
+    def f(a, b):
+        return a + b
+
+    def g(a, b):
+        return a * b
+
+    seen = []
+
+    def check(a, b, f_globals, closure):
+        seen.append((a, b, f_globals, closure, C.get_eval_frame()))
+        return a == 3
+
+    new_code = g.__code__.replace()
+    rec = Recorder(f.__code__, lambda view: (check, new_code))
+    previous = C.set_eval_frame(rec)
+    try:
+        assert f(3, 4) == 12  # miss: compiled, new code runs
+        assert f(3, 5) == 15  # hit
+        assert f(2, 5) == 10  # guard fails: compiled again (a second entry)
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 2
+    assert seen[0] == (3, 5, f.__globals__, None, None)  # guard sees slots, globals, closure
+    assert all(s[4] is None for s in seen)  # callback is off inside guards
+    assert C.get_code_state(new_code) == C.SKIP
+    assert C.code_stats(f.__code__) == (1, 2)
+    assert [e[0] for e in C.get_cache_entries(f.__code__)] == [check, check]
+
+
+def test_kwonly_and_varargs_are_passed_as_slots():
+    def f(a, *args, k, **kw):
+        return "original"
+
+    def g(a, *args, k, **kw):
+        return ("new", a, args, k, kw)
+
+    rec = Recorder(f.__code__, lambda view: (lambda *slots: True, flat(g)))
+    previous = C.set_eval_frame(rec)
+    try:
+        assert f(1, 2, k=3, z=4) == ("new", 1, (2,), 3, {"z": 4})
+        assert f(5, k=6) == ("new", 5, (), 6, {})
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 1
+
+
+def test_closure_and_cell_arguments_in_new_code():
+    x = 100
+
+    def f(a):
+        def inner():
+            return a + x
+        return ("original", inner())
+
+    def g(a):
+        def inner():
+            return a - x
+        return ("new", inner())
+
+    rec = Recorder(f.__code__, lambda view: (lambda a, glb, closure: closure[0].cell_contents
+                                              == 100, flat(g)))
+    previous = C.set_eval_frame(rec)
+    try:
+        assert f(1) == ("new", -99)
+        assert f(2) == ("new", -98)
+        x = 7  # the guard reads the closure cell: it fails, the callback runs again
+        assert f(2) == ("new", -5)
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 2
+
+
+def test_function_reused_only_for_same_closure():
+    def make(v):
+        def f(a):
+            return a + v
+
+        def g(a):
+            return a * v
+        return f, g
+
+    f1, g1 = make(2)
+    f2, _ = make(3)
+    new_code = flat(g1)
+    rec = Recorder(f1.__code__, lambda view: (lambda *s: True, new_code))
+    previous = C.set_eval_frame(rec)
+    try:
+        assert f1(5) == 10
+        assert f2(5) == 15  # same code, different closure: same entry, fresh function
+        assert f1(5) == 10
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 1
+
+
+def test_mru_order():
+    def f(a):
+        return a
+
+    def guard_for(value):
+        def check(a, f_globals, closure):
+            return a == value
+        check.value = value
+        return check
+
+    new_code = flat(f)
+    rec = Recorder(f.__code__, lambda view: (guard_for(view.args[0]), new_code))
+    previous = C.set_eval_frame(rec)
+    try:
+        for v in (1, 2, 3):
+            f(v)
+        assert [e[0].value for e in C.get_cache_entries(f.__code__)] == [3, 2, 1]
+        f(1)
+        assert [e[0].value for e in C.get_cache_entries(f.__code__)] == [1, 3, 2]
+        f(2)
+        assert [e[0].value for e in C.get_cache_entries(f.__code__)] == [2, 1, 3]
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 3
+    assert C.code_stats(f.__code__) == (2, 3)
+
+
+def test_raising_guard_is_reported_and_counts_as_miss(monkeypatch):
+    def f(a):
+        return a + 1
+
+    def g(a):
+        return a + 1000
+
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", reports.append)
+    calls = []
+
+    def answer(view):
+        calls.append(1)
+        if len(calls) == 1:
+            return (lambda *s: 1 / 0, flat(g))
+        return (lambda *s: True, flat(g))
+
+    rec = Recorder(f.__code__, answer)
+    previous = C.set_eval_frame(rec)
+    try:
+        assert f(1) == 1001
+        assert f(1) == 1001  # first guard raises -> miss -> compile again
+        assert f(1) == 1001  # the new entry hits
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 2
+    assert len(reports) == 1 and reports[0].exc_type is ZeroDivisionError
+
+
+def test_run_only_uses_cache_never_compiles():
+    def f(a):
+        return a
+
+    def g(a):
+        return -a
+
+    rec = Recorder(f.__code__, lambda view: (lambda a, glb, c: a > 0, flat(g)))
+    assert run_with(rec, f, 5) == -5
+    assert run_with(False, f, 6) == -6  # hit
+    assert run_with(False, f, -1) == -1  # miss: original code, no compile
+    assert len(rec.views) == 1 and len(C.get_cache_entries(f.__code__)) == 1
+
+
+def test_skip_state():
+    def f(a):
+        return a
+
+    rec = Recorder(f.__code__, lambda view: (lambda *s: True, flat(f)))
+    C.set_code_state(f.__code__, C.SKIP)
+    assert C.get_code_state(f.__code__) == C.SKIP
+    assert run_with(rec, f, 1) == 1
+    assert rec.views == []
+
+
+def test_run_only_state():
+    def f(a):
+        return a
+
+    def g(a):
+        return a * 10
+
+    rec = Recorder(f.__code__, lambda view: (lambda a, glb, c: a == 1, flat(g)))
+    assert run_with(rec, f, 1) == 10
+    C.set_code_state(f.__code__, C.RUN_ONLY)
+    assert run_with(rec, f, 1) == 10  # cache still used
+    assert run_with(rec, f, 2) == 2  # miss: never compiled
+    assert len(rec.views) == 1
+
+
+def test_reset_code():
+    def f(a):
+        return a
+
+    rec = Recorder(f.__code__, lambda view: (lambda *s: True, flat(f)))
+    run_with(rec, f, 1)
+    run_with(rec, f, 1)
+    C.set_code_state(f.__code__, C.RUN_ONLY)
+    assert C.code_stats(f.__code__) == (1, 1)
+    C.reset_code(f.__code__)
+    assert C.get_cache_entries(f.__code__) == []
+    assert C.get_code_state(f.__code__) == C.DEFAULT
+    assert C.code_stats(f.__code__) == (0, 0)
+    run_with(rec, f, 1)
+    assert len(rec.views) == 2
+
+
+def test_callback_exception_propagates_and_callback_restored():
+    def f(a):
+        return a
+
+    class Boom(Exception):
+        pass
+
+    def cb(view):
+        if view.f_code is f.__code__:
+            raise Boom("no")
+
+    previous = C.set_eval_frame(cb)
+    try:
+        with pytest.raises(Boom):
+            f(1)
+        assert C.get_eval_frame() is cb
+    finally:
+        C.set_eval_frame(previous)
+
+
+def test_callback_that_sets_a_callback_is_overridden():
+    def f(a):
+        return a
+
+    def cb(view):
+        if view.f_code is f.__code__:
+            C.set_eval_frame(lambda v: None)  # left behind on purpose
+        return None
+
+    previous = C.set_eval_frame(cb)
+    try:
+        f(1)
+        assert C.get_eval_frame() is cb
+    finally:
+        C.set_eval_frame(previous)
+
+
+@pytest.mark.parametrize("answer", [
+    lambda view: 42,
+    lambda view: (1, 2),
+    lambda view: (lambda *s: True, "not code"),
+])
+def test_bad_callback_answers_raise_type_error(answer):
+    def f(a):
+        return a
+
+    with pytest.raises(TypeError, match="callback"):
+        run_with(Recorder(f.__code__, answer), f, 1)
+
+
+def test_new_code_with_wrong_layout_raises():
+    def f(a, *args):
+        return a
+
+    def g(a, *args):
+        return a
+
+    rec = Recorder(f.__code__, lambda view: (lambda *s: True, g.__code__))
+    with pytest.raises(ValueError, match="2 argument slots positionally"):
+        run_with(rec, f, 1)
+
+
+def test_generators_and_coroutines_not_intercepted():
+    def gen(a):
+        yield a
+
+    async def coro(a):
+        return a
+
+    rec_gen, rec_coro = Recorder(gen.__code__), Recorder(coro.__code__)
+    assert run_with(rec_gen, lambda: list(gen(1))) == [1]
+    c = coro(2)
+    with pytest.raises(StopIteration):
+        run_with(rec_coro, c.send, None)
+    assert rec_gen.views == [] and rec_coro.views == []
+
+
+def test_nested_frames_of_new_code_are_captured():
+    def helper(v):
+        return v + 1
+
+    def f(a):
+        return a if a else helper(a)  # same free variables as g
+
+    def g(a):
+        return helper(a)
+
+    seen = []
+
+    def cb(view):
+        seen.append(view.f_code.co_name)
+        if view.f_code is f.__code__:
+            return (lambda *s: True, flat(g))
+        return None
+
+    assert run_with(cb, f, 1) == 2
+    assert seen == ["f", "helper"]
+
+
+def test_entries_die_with_their_code_object():
+    ns = {}
+    exec("def f(a):\n    return a + 1\n", ns)
+    exec("def g(a):\n    return a + 2\n", ns)
+    f = ns["f"]
+
+    def check(a, f_globals, closure):
+        return True
+
+    rec = Recorder(f.__code__, lambda view: (check, flat(ns["g"])))
+    assert run_with(rec, f, 1) == 3
+    check_ref = weakref.ref(check)
+    code_ref = weakref.ref(C.get_cache_entries(f.__code__)[0][1])
+    del check, rec, f, ns["f"]
+    gc.collect()
+    assert check_ref() is None
+    assert code_ref() is None
+
+
+def test_argument_validation():
+    with pytest.raises(TypeError, match="code object"):
+        C.set_code_state(len, C.SKIP)
+    with pytest.raises(ValueError, match="DEFAULT .0., SKIP .1. or RUN_ONLY .2."):
+        C.set_code_state(test_argument_validation.__code__, 7)
+    for fn in (C.get_code_state, C.get_cache_entries, C.reset_code, C.code_stats):
+        with pytest.raises(TypeError, match="code object"):
+            fn("nope")
+    assert (C.DEFAULT, C.SKIP, C.RUN_ONLY) == (0, 1, 2)
+    with pytest.raises(TypeError):
+        C.FrameView()
+
+
+# ---- threads and resources ----------------------------------------------------------------
+
+
+def test_four_threads():
+    def f(a):
+        return a + 1
+
+    def g(a):
+        return a * 2
+
+    errors, results = [], {}
+    barrier = threading.Barrier(4)
+
+    def worker(i):
+        try:
+            rec = Recorder(f.__code__, lambda view: (lambda a, glb, c: a >= 0, flat(g)))
+            barrier.wait()
+            previous = C.set_eval_frame(rec)
+            try:
+                results[i] = [f(n) for n in range(2000)]
+            finally:
+                C.set_eval_frame(previous)
+            assert C.get_eval_frame() is None
+        except BaseException as exc:  # reported in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(results[i] == [2 * n for n in range(2000)] for i in range(4))
+    assert 1 <= len(C.get_cache_entries(f.__code__)) <= 4
+
+
+def test_other_threads_are_not_intercepted():
+    def f(a):
+        return a
+
+    rec = Recorder(f.__code__)
+    out = []
+    previous = C.set_eval_frame(rec)
+    try:
+        t = threading.Thread(target=lambda: out.append((C.get_eval_frame(), f(1))))
+        t.start()
+        t.join()
+    finally:
+        C.set_eval_frame(previous)
+    assert out == [(None, 1)] and rec.views == []
+
+
+def test_no_memory_growth_over_100k_calls():
+    def f(a, b):
+        return a + b
+
+    def g(a, b):
+        return a - b
+
+    def check(a, b, f_globals, closure):
+        return a < 1_000_000_000
+
+    rec = Recorder(f.__code__, lambda view: (check, flat(g)))
+
+    def loop(n):
+        for i in range(n):
+            f(i, 1)
+
+    previous = C.set_eval_frame(rec)
+    try:
+        loop(1000)  # warm up
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        loop(100_000)
+        growth = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+    finally:
+        C.set_eval_frame(previous)
+    assert growth < 20_000, growth
+    assert C.code_stats(f.__code__) == (100_999, 1)

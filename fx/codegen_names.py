@@ -1,0 +1,358 @@
+"""Names and Python source for graphs: the text side of `fx`.
+
+In: a `Graph` (its nodes, their targets and constants). Out: unique readable identifiers for
+nodes (`Namespace`, `candidate_name`, used by `Graph.create_node`) and a `PythonCode` (source of a
+plain ``def forward(<placeholders>)`` plus the globals it needs), used by `Graph.python_code` and
+`GraphModule`. Example of generated code::
+
+    def forward(x, y):
+        sin = numpy.sin(x)  # File: f.py:3 in f, code: return np.sin(x) * y
+        mul = sin * y
+        return mul
+
+Rules: ``operator`` functions print as Python operators (``a * b``, ``-a``, ``x[0:2, None]``,
+``x[i] = v``), NumPy callables as ``numpy.<path>``, other callables and constants that ``repr``
+cannot rebuild exactly (arrays, objects) become globals. Node names and globals share one
+namespace, so a name can never shadow another or a name the generated code itself uses.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import math
+import operator
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .node import Node
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = ["Namespace", "PythonCode", "candidate_name", "qualified_name", "numpy_path",
+           "generate"]
+
+# Names the generated code refers to by themselves: no node or global may take them.
+RESERVED = frozenset(
+    {"numpy", "operator", "float", "complex", "slice", "Ellipsis", "__builtins__", "self"}
+    | set(keyword.kwlist)
+)
+
+_SUFFIX = re.compile(r"^(.*)_(\d+)$")
+_NUMBER = re.compile(r"^[0-9][0-9.e+_j]*$")
+_DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
+_DOTTED_CALL = re.compile(r"^[A-Za-z_][\w.]*(\(.*\))$", re.S)
+
+
+def sanitize(name: str) -> str:
+    """An identifier made from ``name``: other characters become ``_``, no leading digit."""
+    text = re.sub(r"\W+", "_", name) or "_"
+    if text[0].isdigit():
+        text = "_" + text
+    if text in RESERVED or keyword.iskeyword(text):
+        text += "_"
+    return text
+
+
+class Namespace:
+    """Hands out identifiers that are valid, unique within the namespace and never reserved."""
+
+    def __init__(self, taken: Any = ()) -> None:
+        self._taken: set[str] = set(taken)
+
+    def create_name(self, candidate: str) -> str:
+        name = sanitize(candidate)
+        if name in self._taken:
+            match = _SUFFIX.match(name)
+            base, n = (match.group(1), int(match.group(2))) if match else (name, 0)
+            while name in self._taken:
+                n += 1
+                name = f"{base}_{n}"
+        self._taken.add(name)
+        return name
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._taken
+
+
+def candidate_name(op: str, target: Any, args: tuple[Any, ...] = ()) -> str:
+    """The readable name a new node would like: ``numpy.sin`` -> ``sin``, ``"sum"`` -> ``sum``."""
+    if op == "output":
+        return "output"
+    if op in ("placeholder", "get_attr"):
+        return str(target)
+    if op == "call_method":
+        return str(target).strip("_") or "method"
+    if target is builtins.getattr and len(args) >= 2 and isinstance(args[1], str):
+        return args[1]
+    return getattr(target, "__name__", None) or type(target).__name__
+
+
+_NUMPY_NAMESPACES = (("numpy", np), ("numpy.linalg", np.linalg), ("numpy.fft", np.fft),
+                     ("numpy.random", np.random))
+
+
+def numpy_path(obj: Any) -> str | None:
+    """``"numpy.linalg.norm"`` if ``obj`` is reachable under that public name, else None."""
+    name = getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        return None
+    for prefix, module in _NUMPY_NAMESPACES:
+        if getattr(module, name, None) is obj:
+            return f"{prefix}.{name}"
+    # Methods of NumPy objects, e.g. numpy.add.reduce (bound methods compare equal, not `is`).
+    owner = getattr(obj, "__self__", None)
+    owner_path = numpy_path(owner) if owner is not None and owner is not obj else None
+    if owner_path and getattr(owner, name, None) == obj:
+        return f"{owner_path}.{name}"
+    return None
+
+
+def qualified_name(target: Any) -> str:
+    """Printable name of a callable for tables: ``numpy.sin``, ``operator.mul``, ``mod.func``."""
+    path = numpy_path(target)
+    if path:
+        return path
+    name = getattr(target, "__name__", None)
+    if name and getattr(operator, name, None) is target:
+        return f"operator.{name}"
+    if name and getattr(builtins, name, None) is target:
+        return name
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", name)
+    if qualname:
+        return f"{module}.{qualname}" if module else qualname
+    return repr(target)
+
+
+@dataclass
+class PythonCode:
+    """Generated source of ``forward`` and the globals it must be executed with.
+
+    ``attr_globals`` maps a global name to the ``get_attr`` target whose value it must hold; the
+    `GraphModule` fills those in from its ``attrs``.
+    """
+
+    src: str
+    globals: dict[str, Any]
+    attr_globals: dict[str, str] = field(default_factory=dict)
+
+
+_BINARY = {
+    operator.add: "+", operator.sub: "-", operator.mul: "*", operator.truediv: "/",
+    operator.floordiv: "//", operator.mod: "%", operator.pow: "**", operator.matmul: "@",
+    operator.and_: "&", operator.or_: "|", operator.xor: "^", operator.lshift: "<<",
+    operator.rshift: ">>", operator.eq: "==", operator.ne: "!=", operator.lt: "<",
+    operator.le: "<=", operator.gt: ">", operator.ge: ">=", operator.is_: "is",
+    operator.is_not: "is not",
+}
+_UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
+
+# NumPy scalar types whose value survives `type(python_value)` exactly.
+_EXACT_SCALARS = (np.bool_, np.integer, np.float16, np.float32, np.float64, np.complex64,
+                  np.complex128)
+
+
+def _float_text(value: float) -> str:
+    if math.isfinite(value):
+        return repr(value)
+    return "float('nan')" if math.isnan(value) else f"float('{'-' if value < 0 else ''}inf')"
+
+
+class _Writer:
+    """Renders one graph: expressions for values, one statement per node."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.names = Namespace(RESERVED | {n.name for n in graph.nodes})
+        self.globals: dict[str, Any] = {"numpy": np, "operator": operator}
+        self.by_id: dict[int, str] = {}
+        self.attr_globals: dict[str, str] = {}
+
+    # -- values ----------------------------------------------------------------------------------
+
+    def add_global(self, value: Any, candidate: str) -> str:
+        known = self.by_id.get(id(value))
+        if known is not None:
+            return known
+        name = self.names.create_name(candidate)
+        self.globals[name] = value
+        self.by_id[id(value)] = name
+        return name
+
+    def value(self, v: Any) -> str:
+        """Python expression for ``v`` (constants round-trip exactly or become globals)."""
+        kind = type(v)
+        if isinstance(v, Node):
+            return v.name
+        if v is None or v is Ellipsis or kind in (bool, int, str, bytes):
+            return "..." if v is Ellipsis else repr(v)
+        if kind is float:
+            return _float_text(v)
+        if kind is complex and math.isfinite(v.real) and math.isfinite(v.imag):
+            return repr(v)
+        if kind is tuple:
+            inner = ", ".join(self.value(x) for x in v)
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        if kind is list:
+            return "[" + ", ".join(self.value(x) for x in v) + "]"
+        if kind is dict:
+            return "{" + ", ".join(f"{self.value(k)}: {self.value(x)}" for k, x in v.items()) + "}"
+        if kind is slice:
+            return f"slice({self.value(v.start)}, {self.value(v.stop)}, {self.value(v.step)})"
+        return self.numpy_value(v) or self.callable_value(v) or self.add_global(v, "_const_0")
+
+    def numpy_value(self, v: Any) -> str | None:
+        if isinstance(v, np.dtype):
+            if v.isnative and v.fields is None and v == np.dtype(v.name):
+                return f"numpy.dtype({v.name!r})"
+            if v.fields is None and v == np.dtype(v.str):
+                return f"numpy.dtype({v.str!r})"
+            return None
+        if isinstance(v, type) and issubclass(v, np.generic) and numpy_path(v):
+            return numpy_path(v)
+        if isinstance(v, _EXACT_SCALARS) and numpy_path(type(v)):
+            py = v.item()
+            rebuilt = type(v)(py)
+            if rebuilt.tobytes() == v.tobytes() and type(py) in (bool, int, float, complex):
+                inner = self.value(py)
+                if not inner.startswith("_const"):
+                    return f"{numpy_path(type(v))}({inner})"
+        return None
+
+    def callable_value(self, v: Any) -> str | None:
+        if not callable(v) or isinstance(v, np.ndarray):
+            return None
+        path = numpy_path(v)
+        if path:
+            return path
+        name = getattr(v, "__name__", None)
+        if isinstance(name, str) and getattr(operator, name, None) is v:
+            return f"operator.{name}"
+        return self.add_global(v, name if isinstance(name, str) else type(v).__name__)
+
+    def operand(self, v: Any, attribute: bool = False) -> str:
+        """An expression safe as an operand of an operator, a subscript or (``attribute``)
+        before a ``.name``: names, calls and brackets as they are, negative literals in parens.
+        """
+        text = self.value(v)
+        if not attribute and _NUMBER.match(text):
+            return text
+        if _DOTTED.match(text) or (text[0] in "([{'\"" and _balanced(text)):
+            return text
+        call = _DOTTED_CALL.match(text)
+        return text if call and _balanced(call.group(1)) else f"({text})"
+
+    def index(self, idx: Any) -> str:
+        """Subscript text: slices as ``a:b:c``, Ellipsis as ``...``, tuples without parens."""
+        if type(idx) is tuple and idx:
+            inner = ", ".join(self.index_item(x) for x in idx)
+            return inner + "," if len(idx) == 1 else inner
+        return self.index_item(idx)
+
+    def index_item(self, item: Any) -> str:
+        if type(item) is not slice:
+            return self.value(item)
+        start, stop = (
+            "" if part is None else self.value(part) for part in (item.start, item.stop)
+        )
+        text = f"{start}:{stop}"
+        return text if item.step is None else f"{text}:{self.value(item.step)}"
+
+    def call_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        parts = [self.value(a) for a in args]
+        if all(isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k)
+               for k in kwargs):
+            parts += [f"{k}={self.value(v)}" for k, v in kwargs.items()]
+        elif kwargs:
+            parts.append(f"**{self.value(dict(kwargs))}")
+        return ", ".join(parts)
+
+    # -- statements ------------------------------------------------------------------------------
+
+    def expression(self, node: Node) -> str:
+        args, kwargs, target = node.args, node.kwargs, node.target
+        if node.op == "call_method":
+            return f"{self.operand(args[0], True)}.{target}({self.call_args(args[1:], kwargs)})"
+        simple = not kwargs
+        if simple and len(args) == 2 and target in _BINARY:
+            return f"{self.operand(args[0])} {_BINARY[target]} {self.operand(args[1])}"
+        if simple and len(args) == 1 and target in _UNARY:
+            return f"{_UNARY[target]}{self.operand(args[0])}"
+        if simple and len(args) == 2 and target is operator.getitem:
+            return f"{self.operand(args[0])}[{self.index(args[1])}]"
+        if (simple and len(args) == 2 and target is builtins.getattr
+                and isinstance(args[1], str) and args[1].isidentifier()):
+            return f"{self.operand(args[0], True)}.{args[1]}"
+        return f"{self.callable_value(target)}({self.call_args(args, kwargs)})"
+
+    def statements(self, node: Node) -> list[str]:
+        if node.op == "output":
+            return [f"return {self.value(node.args[0] if node.args else None)}"]
+        if node.op == "get_attr":
+            # The node's own name is the global holding the attribute: no statement needed.
+            self.attr_globals[node.name] = node.target
+            self.globals[node.name] = None
+            return []
+        if node.op == "call_function" and node.target is operator.setitem and not node.kwargs \
+                and len(node.args) == 3:
+            obj, idx, val = node.args
+            lines = [f"{self.operand(obj)}[{self.index(idx)}] = {self.value(val)}"]
+            return lines + ([f"{node.name} = None"] if node.users else [])
+        return [f"{node.name} = {self.expression(node)}"]
+
+    def source(self, fn_name: str) -> str:
+        params = [n.name for n in self.graph.nodes if n.op == "placeholder"]
+        body: list[str] = []
+        for node in self.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            lines = self.statements(node)
+            comment = _stack_comment(node.meta.get("stack"))
+            body += [f"    {line}{comment if i == 0 else ''}" for i, line in enumerate(lines)]
+        if not any(line.lstrip().startswith("return ") for line in body):
+            body.append("    return None")
+        return f"def {fn_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
+
+
+def _balanced(text: str) -> bool:
+    # "(a, b)" is one atom, "(a) + (b)" is not: the opening bracket must close at the end.
+    depth, closers = 0, {")": "(", "]": "[", "}": "{"}
+    in_str: str | None = None
+    for i, ch in enumerate(text):
+        if in_str:
+            if ch == in_str and text[i - 1] != "\\":
+                in_str = None
+            continue
+        if ch in "'\"":
+            in_str = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in closers:
+            depth -= 1
+            if depth == 0 and i != len(text) - 1:
+                return False
+    return depth == 0
+
+
+def _stack_comment(stack: Any) -> str:
+    """``  # File: f.py:3 in f, code: y = ...`` from ``meta["stack"]`` (str or list of lines)."""
+    if not stack:
+        return ""
+    raw = stack.splitlines() if isinstance(stack, str) else [str(s) for s in stack]
+    lines = [" ".join(line.split()) for line in raw if line.strip()]
+    if not lines:
+        return ""
+    text = lines[0] + (", code: " + " | ".join(lines[1:]) if len(lines) > 1 else "")
+    return f"  # File: {text}"
+
+
+def generate(graph: Graph, fn_name: str = "forward") -> PythonCode:
+    """Source of ``def fn_name(<placeholders>)`` for ``graph`` plus the globals it needs."""
+    writer = _Writer(graph)
+    src = writer.source(fn_name)
+    return PythonCode(src, writer.globals, writer.attr_globals)

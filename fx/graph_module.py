@@ -1,0 +1,104 @@
+"""`GraphModule`: a `Graph` turned into a real Python function.
+
+In: a `Graph` and the values of its ``get_attr`` targets (``attrs``). Out: ``gm.forward``, a plain
+module-level function taking the placeholders positionally, generated as readable source
+(``gm.code``) by `fx.codegen_names` and executed once. Backends receive a GraphModule; the
+``eager`` backend simply returns ``gm.forward``.
+
+The source is registered in `linecache` under a unique file name (``<fx-graph GraphModule_0>``), so
+a traceback from inside ``forward`` shows the generated line, with the user's ``file:line`` in its
+trailing comment::
+
+    File "<fx-graph GraphModule_0>", line 3, in forward
+        mul = sin * y  # File: f.py:3 in f, code: return np.sin(x) * y
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from .graph import Graph
+
+__all__ = ["GraphModule", "GraphModuleError"]
+
+_counter = itertools.count()
+
+
+class GraphModuleError(ValueError):
+    """The graph cannot be turned into a function (e.g. a get_attr target has no value)."""
+
+
+def _register_source(filename: str, src: str, fn: Callable[..., Any]) -> None:
+    # mtime None tells linecache.checkcache the entry has no file on disk: it is kept until
+    # the function that owns it dies.
+    linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
+    weakref.finalize(fn, linecache.cache.pop, filename, None)
+
+
+class GraphModule:
+    """A graph plus the function generated from it. ``gm(*args)`` calls ``gm.forward``."""
+
+    def __init__(
+        self, graph: Graph, attrs: dict[str, Any] | None = None, name: str = "GraphModule"
+    ) -> None:
+        self.graph = graph
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.name = name
+        self.meta: dict[str, Any] = {}
+        self.code = ""
+        self.globals: dict[str, Any] = {}
+        self.filename = ""
+        self.forward: Callable[..., Any]
+        self.recompile()
+
+    def recompile(self) -> str:
+        """Regenerate ``code`` and ``forward`` from ``graph`` (call after editing the graph)."""
+        code = self.graph.python_code("forward")
+        fn_globals = dict(code.globals)
+        for global_name, target in code.attr_globals.items():
+            if target not in self.attrs:
+                raise GraphModuleError(
+                    f"get_attr node %{global_name} reads attribute {target!r}, which is not in "
+                    f"attrs (known: {sorted(self.attrs)}); pass its value in GraphModule(attrs=...)"
+                )
+            fn_globals[global_name] = self.attrs[target]
+        self.filename = f"<fx-graph {self.name}_{next(_counter)}>"
+        fn_globals["__name__"] = self.filename
+        exec(compile(code.src, self.filename, "exec"), fn_globals)  # noqa: S102
+        self.forward = fn_globals["forward"]
+        self.code, self.globals = code.src, fn_globals
+        _register_source(self.filename, code.src, self.forward)
+        return self.code
+
+    def __call__(self, *args: Any) -> Any:
+        return self.forward(*args)
+
+    def print_readable(self, print_output: bool = True) -> str:
+        """The source with a header naming the module and its non-trivial globals."""
+        lines = [f"# {self.name} ({self.filename})"]
+        for key, value in self.globals.items():
+            if key in ("numpy", "operator", "forward") or key.startswith("__"):
+                continue
+            lines.append(f"#   {key} = {_describe(value)}")
+        text = "\n".join(lines) + "\n" + self.code
+        if print_output:
+            print(text)
+        return text
+
+    def __str__(self) -> str:
+        return self.code
+
+    def __repr__(self) -> str:
+        return f"<{self.name} {self.filename}: {len(self.graph.nodes)} nodes>"
+
+
+def _describe(value: Any) -> str:
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{type(value).__name__} {dtype}{list(shape)}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

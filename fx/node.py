@@ -1,0 +1,297 @@
+"""`Node`: one operation of an `fx.Graph`, with its use-def links.
+
+A node is created by `Graph.create_node` (or the helpers `placeholder`, `call_function`, ...) and
+lives in the graph's doubly linked list. Its ``args``/``kwargs`` may hold other nodes anywhere
+inside nested tuples, lists, dicts and slices; assigning them goes through setters that keep
+``users`` of the input nodes exact, which is what DCE, CSE and ``replace_all_uses_with`` rely on.
+
+The six-word vocabulary of ``op``:
+
+==============  ==========================================  ======================================
+op              target                                      args / kwargs
+==============  ==========================================  ======================================
+placeholder     the argument name                           ()
+get_attr        attribute name on the GraphModule           ()
+call_function   the callable (ufunc, numpy function, ...)   call arguments
+call_method     the method name, e.g. ``"sum"``             ``args[0]`` is self
+output          ``"output"``                                ``(value,)``: what ``forward`` returns
+==============  ==========================================  ======================================
+
+Side effects are declared, not guessed: `register_impure` adds a target that DCE must keep.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .graph import Graph
+
+__all__ = ["Node", "map_arg", "map_aggregate", "register_impure", "OPS"]
+
+OPS = ("placeholder", "get_attr", "call_function", "call_method", "output")
+
+# Targets whose call changes state visible outside the node's own result: DCE must keep them
+# even when nobody reads their value.
+_IMPURE_FUNCTIONS: set[Any] = {
+    operator.setitem,
+    operator.delitem,
+    print,
+    *(
+        getattr(operator, name)
+        for name in (
+            "iadd isub imul itruediv ifloordiv imod ipow imatmul "
+            "iand ior ixor ilshift irshift iconcat"
+        ).split()
+    ),
+}
+
+# ndarray methods that mutate self in place (call_method targets are names).
+_IMPURE_METHODS: set[str] = {
+    "fill", "sort", "partition", "put", "itemset", "resize", "setfield", "setflags",
+    "__setitem__", "__delitem__",
+    *(f"__i{name}__" for name in (
+        "add sub mul truediv floordiv mod pow matmul and or xor lshift rshift".split()
+    )),
+}
+
+
+def register_impure(target: Callable[..., Any] | str) -> Callable[..., Any] | str:
+    """Declare that calls of ``target`` have side effects (DCE keeps them).
+
+    ``target`` is a callable (for ``call_function`` nodes) or a method name (for ``call_method``).
+    Returns ``target`` so it can be used as a decorator.
+    """
+    if isinstance(target, str):
+        _IMPURE_METHODS.add(target)
+    else:
+        _IMPURE_FUNCTIONS.add(target)
+    return target
+
+
+def _is_random_state_call(target: Any) -> bool:
+    # np.random.rand & co are bound methods of the global RandomState: dropping a dead call
+    # would change every later random number.
+    owner = getattr(target, "__self__", None)
+    return isinstance(owner, (np.random.RandomState, np.random.Generator))
+
+
+def map_aggregate(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """Apply ``fn`` to every leaf of ``value``, rebuilding tuples, lists, dicts and slices."""
+    kind = type(value)
+    if kind is tuple:
+        return tuple(map_aggregate(v, fn) for v in value)
+    if kind is list:
+        return [map_aggregate(v, fn) for v in value]
+    if kind is dict:
+        return {k: map_aggregate(v, fn) for k, v in value.items()}
+    if kind is slice:
+        return slice(
+            map_aggregate(value.start, fn),
+            map_aggregate(value.stop, fn),
+            map_aggregate(value.step, fn),
+        )
+    return fn(value)
+
+
+def map_arg(value: Any, fn: Callable[[Node], Any]) -> Any:
+    """Apply ``fn`` to every `Node` inside ``value`` (other leaves are kept as they are)."""
+    return map_aggregate(value, lambda v: fn(v) if isinstance(v, Node) else v)
+
+
+def _collect_nodes(value: Any, into: dict[Node, None]) -> None:
+    map_arg(value, lambda n: into.setdefault(n, None))
+
+
+class Node:
+    """One operation. See the module docstring for the meaning of ``op``/``target``/``args``."""
+
+    __slots__ = (
+        "graph", "name", "op", "target", "_args", "_kwargs", "_input_nodes", "users", "meta",
+        "_prev", "_next", "_erased",
+    )
+
+    def __init__(
+        self,
+        graph: Graph,
+        name: str,
+        op: str,
+        target: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if op not in OPS and op != "root":
+            raise ValueError(f"unknown node op {op!r}; expected one of {', '.join(OPS)}")
+        self.graph = graph
+        self.name = name
+        self.op = op
+        self.target = target
+        self._args: tuple[Any, ...] = ()
+        self._kwargs: dict[str, Any] = {}
+        self._input_nodes: dict[Node, None] = {}
+        self.users: dict[Node, None] = {}
+        self.meta: dict[str, Any] = {}
+        self._prev: Node = self
+        self._next: Node = self
+        self._erased = False
+        self._set_inputs(tuple(args), dict(kwargs or {}))
+
+    # -- inputs ---------------------------------------------------------------------------------
+
+    @property
+    def args(self) -> tuple[Any, ...]:
+        return self._args
+
+    @args.setter
+    def args(self, value: Iterable[Any]) -> None:
+        self._set_inputs(tuple(value), self._kwargs)
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return self._kwargs
+
+    @kwargs.setter
+    def kwargs(self, value: dict[str, Any]) -> None:
+        self._set_inputs(self._args, dict(value))
+
+    @property
+    def all_input_nodes(self) -> list[Node]:
+        """Nodes read by this node, in order of first appearance in args then kwargs."""
+        return list(self._input_nodes)
+
+    def _set_inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        # The only place that writes _args/_kwargs: it keeps every input's `users` exact.
+        for old in self._input_nodes:
+            old.users.pop(self, None)
+        self._args, self._kwargs = args, kwargs
+        self._input_nodes = {}
+        _collect_nodes(args, self._input_nodes)
+        _collect_nodes(kwargs, self._input_nodes)
+        for new in self._input_nodes:
+            new.users.setdefault(self, None)
+
+    def update_arg(self, index: int, value: Any) -> None:
+        """Replace ``args[index]``."""
+        args = list(self._args)
+        args[index] = value
+        self.args = args
+
+    def update_kwarg(self, key: str, value: Any) -> None:
+        """Set ``kwargs[key]``."""
+        self.kwargs = {**self._kwargs, key: value}
+
+    def replace_input_with(self, old: Node, new: Any) -> None:
+        """Replace every occurrence of input ``old`` in this node's args/kwargs by ``new``."""
+        swap = lambda n: new if n is old else n  # noqa: E731
+        self._set_inputs(map_arg(self._args, swap), map_arg(self._kwargs, swap))
+
+    def replace_all_uses_with(
+        self, new: Any, delete_user_cb: Callable[[Node], bool] = lambda user: True
+    ) -> list[Node]:
+        """Make every user of this node read ``new`` instead; returns the users that changed.
+
+        ``delete_user_cb(user)`` may return False to keep a user on this node (e.g. when ``new``
+        itself reads this node).
+        """
+        changed = [user for user in list(self.users) if delete_user_cb(user)]
+        for user in changed:
+            user.replace_input_with(self, new)
+        return changed
+
+    # -- position in the graph -------------------------------------------------------------------
+
+    @property
+    def prev(self) -> Node:
+        return self._prev
+
+    @property
+    def next(self) -> Node:
+        return self._next
+
+    def prepend(self, node: Node) -> None:
+        """Move or insert ``node`` right before this node."""
+        if node is self:
+            return
+        node._unlink()
+        prev = self._prev
+        prev._next, node._prev = node, prev
+        node._next, self._prev = self, node
+
+    def append(self, node: Node) -> None:
+        """Move or insert ``node`` right after this node."""
+        self._next.prepend(node)
+
+    def _unlink(self) -> None:
+        # Keep our own pointers: an iterator standing on this node can still step forward.
+        if self._prev is not self:
+            self._prev._next = self._next
+            self._next._prev = self._prev
+
+    # -- properties ------------------------------------------------------------------------------
+
+    def is_impure(self) -> bool:
+        """True if the node has effects besides its value (DCE must keep it)."""
+        if self.op in ("placeholder", "output"):
+            return True
+        if self._kwargs.get("out") is not None:
+            return True
+        if self.op == "call_function":
+            try:
+                if self.target in _IMPURE_FUNCTIONS:
+                    return True
+            except TypeError:  # unhashable target
+                pass
+            return _is_random_state_call(self.target)
+        if self.op == "call_method":
+            return self.target in _IMPURE_METHODS
+        return False
+
+    def format_node(self) -> str:
+        """One readable line, e.g. ``%mul : float64[8] = call_function[target=operator.mul](...)``."""
+        from .codegen_names import qualified_name
+
+        head = f"%{self.name}"
+        if "val" in self.meta:
+            head += f" : {format_val(self.meta['val'])}"
+        if self.op == "output":
+            return f"return {format_arg(self._args[0] if self._args else None)}"
+        target = self.target if isinstance(self.target, str) else qualified_name(self.target)
+        line = f"{head} = {self.op}[target={target}]"
+        if self.op in ("placeholder", "get_attr"):
+            return line
+        return f"{line}(args = {format_arg(self._args)}, kwargs = {format_arg(self._kwargs)})"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def format_arg(value: Any) -> str:
+    """Readable text of an argument structure: nodes print as ``%name``."""
+    kind = type(value)
+    if isinstance(value, Node):
+        return f"%{value.name}"
+    if kind is tuple:
+        inner = ", ".join(format_arg(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if kind is list:
+        return "[" + ", ".join(format_arg(v) for v in value) + "]"
+    if kind is dict:
+        return "{" + ", ".join(f"{k}: {format_arg(v)}" for k, v in value.items()) + "}"
+    if kind is slice:
+        parts = (value.start, value.stop, value.step)
+        return "slice(" + ", ".join(format_arg(v) for v in parts) + ")"
+    if isinstance(value, np.ndarray):
+        return f"array({value.dtype.name}{list(value.shape)})"
+    return repr(value)
+
+
+def format_val(val: Any) -> str:
+    """Text of ``meta["val"]``: ArrayMeta prints as ``float64[8]``, tuples element-wise."""
+    if type(val) in (tuple, list):
+        inner = ", ".join(format_val(v) for v in val)
+        return f"({inner},)" if len(val) == 1 and type(val) is tuple else f"({inner})"
+    return str(val)

@@ -64,7 +64,7 @@ class Interpreter:
                 self.env[node] = value
             for dead in last_uses.get(node, ()):
                 self.env.pop(dead, None)
-        self.env = {}
+        self.env, self._args_iter = {}, iter(())
         return result
 
     def fetch_args_kwargs_from_env(self, n: Node) -> tuple[tuple[Any, ...], dict[str, Any]]:

@@ -1,0 +1,177 @@
+"""Abstract evaluation of NumPy operations: dtype, shape and scalar-vs-array, never data.
+
+The translator calls these while tracing user code. Traced values are `ArrayMeta`; every other
+argument is the real Python value. Results follow NumPy 2 exactly (NEP 50 promotion, 0-d results
+of ufuncs are NumPy scalars, full reductions return scalars, ...); anything the rules cannot
+describe exactly, or that NumPy would reject, raises `RuleError`, and the translator then stops
+capturing so the frame runs in plain NumPy.
+
+* ``infer_call(target, args, kwargs)``: a NumPy function, any ufunc, or an `operator` function.
+* ``infer_method(name, self_meta, args, kwargs)``: ndarray / NumPy scalar methods.
+* ``infer_attr(name, self_meta)``: ``shape ndim dtype size itemsize nbytes`` give Python values,
+  ``T mT real imag`` give `ArrayMeta`.
+* ``is_supported_function(fn)``, ``is_supported_method(name)``.
+
+Every supported callable is registered once with its rule (``register``); ufuncs share
+`ufunc_rule`. Methods map to the rule of the equivalent function (``x.sum(1)`` ~
+``np.sum(x, 1)``), but the stand-in evaluation calls the method itself, so the method's own
+argument conventions (``x.reshape(2, 3)``, ``x.transpose(1, 0)``) are honoured.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from fx.meta import ArrayMeta
+from fx.op_rules import creation, elementwise, indexing, linalg, reductions, shape_ops  # noqa: F401
+from fx.op_rules._core import FUNCTION_RULES, REJECTED, Call, Result, RuleError, register
+from fx.op_rules.elementwise import ufunc_rule
+
+__all__ = [
+    "RuleError", "infer_call", "infer_method", "infer_attr", "is_supported_function",
+    "is_supported_method", "register", "supported_methods",
+]
+
+
+def _rule_for(target: Any) -> Callable[[Call], Result] | None:
+    if isinstance(target, np.ufunc):
+        return ufunc_rule
+    try:
+        return FUNCTION_RULES.get(target)
+    except TypeError:  # unhashable callables have no rule
+        return None
+
+
+def _evaluate(rule: Callable[[Call], Result], call: Call) -> Result:
+    try:
+        return rule(call)
+    except RuleError:
+        raise
+    except Exception as exc:  # a gap in a rule must not crash the compiler: stop capturing
+        raise RuleError(f"internal error in the rule for {call.name}: "
+                        f"{type(exc).__name__}: {exc}") from exc
+
+
+def infer_call(target: Any, args: tuple | list, kwargs: dict | None = None) -> Result:
+    """The abstract result of ``target(*args, **kwargs)``."""
+    try:
+        reason = REJECTED.get(target)
+    except TypeError:
+        reason = None
+    if reason is not None:
+        raise RuleError(reason)
+    rule = _rule_for(target)
+    if rule is None:
+        name = getattr(target, "__qualname__", repr(target))
+        raise RuleError(f"no shape/dtype rule for {name}; it cannot be captured in a graph")
+    return _evaluate(rule, Call(target, tuple(args), dict(kwargs or {})))
+
+
+def is_supported_function(fn: Any) -> bool:
+    return _rule_for(fn) is not None
+
+
+# --------------------------------------------------------------------------- methods
+
+# method name -> the function whose rule computes the result (arguments in function form,
+# self first; the stand-in run uses the method itself)
+_METHODS: dict[str, Any] = {
+    **{name: getattr(np, name) for name in (
+        "sum", "prod", "mean", "max", "min", "std", "var", "argmax", "argmin", "any", "all",
+        "cumsum", "cumprod", "reshape", "transpose", "swapaxes", "squeeze", "ravel", "copy",
+        "clip", "round", "dot", "astype")},
+    "flatten": np.ravel,
+    "conj": np.conjugate,
+    "conjugate": np.conjugate,
+    "__matmul__": operator.matmul,
+    "__getitem__": operator.getitem,
+    "__setitem__": operator.setitem,
+}
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+            "lshift", "rshift", "lt", "le", "eq", "ne", "gt", "ge", "neg", "pos", "invert",
+            "abs", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand",
+            "ior", "ixor", "ilshift", "irshift", "imatmul"):
+    _METHODS[f"__{_op}__"] = getattr(operator, _op + "_" if _op in ("and", "or") else _op)
+
+_REJECTED_METHODS = {
+    "item": "x.item() returns a Python value that depends on the data",
+    "tolist": "x.tolist() returns Python values that depend on the data",
+    "tobytes": "x.tobytes() returns the data itself",
+    "nonzero": "x.nonzero() has a data-dependent shape",
+    "__bool__": "bool(x) depends on the array's data",
+    "__int__": "int(x) depends on the array's data",
+    "__float__": "float(x) depends on the array's data",
+    "__index__": "operator.index(x) depends on the array's data",
+}
+
+
+def _fill_rule(call: Call) -> Result:
+    call.run(args=(ArrayMeta(call.args[0].dtype, ()),) + call.method_args)
+    return None
+
+
+def infer_method(name: str, self_meta: ArrayMeta, args: tuple | list = (),
+                 kwargs: dict | None = None) -> Result:
+    """The abstract result of ``self.name(*args, **kwargs)`` for an ndarray or NumPy scalar."""
+    if name in _REJECTED_METHODS:
+        raise RuleError(_REJECTED_METHODS[name])
+    args, kwargs = tuple(args), dict(kwargs or {})
+    if name == "fill":
+        return _evaluate(_fill_rule, Call(None, (self_meta,), kwargs, name, args))
+    target = _METHODS.get(name)
+    if target is None:
+        raise RuleError(f"no shape/dtype rule for the method .{name}(); it cannot be captured")
+    call = Call(target, (self_meta,) + args, kwargs, method=name, method_args=args)
+    return _evaluate(_rule_for(target), call)
+
+
+def is_supported_method(name: str) -> bool:
+    return name in _METHODS or name == "fill"
+
+
+def supported_methods() -> list[str]:
+    return sorted([*_METHODS, "fill"])
+
+
+# --------------------------------------------------------------------------- attributes
+
+
+def _real_dtype(meta: ArrayMeta) -> np.dtype:
+    return np.empty(0, meta.dtype).real.dtype
+
+
+def _transpose(meta: ArrayMeta) -> ArrayMeta:
+    return ArrayMeta(meta.dtype, meta.shape[::-1], meta.is_scalar)
+
+
+def _matrix_transpose(meta: ArrayMeta) -> ArrayMeta:
+    if meta.ndim < 2:
+        raise RuleError(f"x.mT needs at least 2 dimensions, got {meta.ndim}")
+    return ArrayMeta(meta.dtype, meta.shape[:-2] + meta.shape[:-3:-1], False)
+
+
+_ATTRS: dict[str, Callable[[ArrayMeta], Any]] = {
+    "shape": lambda m: m.shape,
+    "ndim": lambda m: m.ndim,
+    "dtype": lambda m: m.dtype,
+    "size": lambda m: m.size,
+    "itemsize": lambda m: m.dtype.itemsize,
+    "nbytes": lambda m: m.size * m.dtype.itemsize,
+    "T": _transpose,
+    "mT": _matrix_transpose,
+    "real": lambda m: ArrayMeta(_real_dtype(m), m.shape, m.is_scalar),
+    "imag": lambda m: ArrayMeta(_real_dtype(m), m.shape, m.is_scalar),
+}
+
+
+def infer_attr(name: str, self_meta: ArrayMeta) -> Any:
+    """``shape ndim dtype size itemsize nbytes`` -> Python values; ``T mT real imag`` -> meta."""
+    attr = _ATTRS.get(name)
+    if attr is None:
+        raise RuleError(f"the attribute .{name} is not known to the rules (layout and data "
+                        "attributes such as strides, flags and base are not tracked)")
+    return attr(self_meta)

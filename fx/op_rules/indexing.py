@@ -1,0 +1,181 @@
+"""Rules for ``x[index]`` (operator.getitem) and ``x[index] = value`` (operator.setitem).
+
+Basic indexing (ints, slices, None, Ellipsis, traced integer scalars) runs on a zero-strided
+full-shape stand-in, so NumPy itself computes the view's shape, rejects out-of-range constants,
+and says whether the result is a NumPy scalar. Advanced indexing (integer lists/arrays, constant
+boolean masks) produces a copy, so its shape is computed here with NumPy's placement rule: the
+broadcast index shape replaces the indexed dimensions in place when the advanced indices are
+adjacent, and goes first otherwise. A traced boolean mask gives a data-dependent shape.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from fx.meta import ArrayMeta
+from fx.op_rules._core import (
+    Call, Result, RuleError, broadcast, register, shape_of, shrunk,
+)
+
+__all__: list[str] = []
+
+_INT_KINDS = "iu"
+
+
+def _expand_constants(entries: list) -> list:
+    """Constant lists/arrays become ndarrays; constant boolean masks become their nonzero()."""
+    out: list = []
+    for e in entries:
+        if isinstance(e, (bool, np.bool_)):
+            raise RuleError("indexing with a Python/NumPy bool scalar is not supported")
+        if isinstance(e, (list, np.ndarray)) and not isinstance(e, ArrayMeta):
+            arr = np.asarray(e)
+            if isinstance(e, list) and arr.size == 0:
+                arr = arr.astype(np.intp)
+            if arr.dtype == np.bool_:
+                out.append(("mask", arr))
+                continue
+            if arr.dtype.kind not in _INT_KINDS:
+                raise RuleError(f"IndexError: arrays used as indices must be of integer (or "
+                                f"boolean) type, got {arr.dtype}")
+            e = arr
+        out.append(e)
+    return out
+
+
+def _is_advanced(e: Any) -> bool:
+    if isinstance(e, ArrayMeta):
+        return e.ndim > 0 or e.dtype.kind not in _INT_KINDS
+    return isinstance(e, (np.ndarray, tuple))  # tuple: ("mask", constant boolean array)
+
+
+def _advanced_shape(shape: tuple[int, ...], entries: list) -> tuple[int, ...]:
+    consumed = 0
+    for e in entries:
+        if isinstance(e, tuple):
+            consumed += e[1].ndim
+        elif e is not None and e is not Ellipsis:
+            consumed += 1
+    if sum(e is Ellipsis for e in entries) > 1:
+        raise RuleError("IndexError: an index can only have a single ellipsis ('...')")
+    if consumed > len(shape):
+        raise RuleError(f"IndexError: too many indices for array: array is {len(shape)}-"
+                        f"dimensional, but {consumed} were indexed")
+    if not any(e is Ellipsis for e in entries):
+        entries = entries + [Ellipsis]
+    dim = 0
+    pieces: list = []  # ("dim", n) or ("adv", shape)
+    for e in entries:
+        if e is None:
+            pieces.append(("dim", 1))
+        elif e is Ellipsis:
+            for _ in range(len(shape) - consumed):
+                pieces.append(("dim", shape[dim]))
+                dim += 1
+        elif isinstance(e, slice):
+            pieces.append(("dim", len(range(*e.indices(shape[dim])))))
+            dim += 1
+        elif isinstance(e, tuple):  # constant boolean mask over mask.ndim dimensions
+            mask = e[1]
+            if mask.shape != shape[dim: dim + mask.ndim]:
+                raise RuleError(f"IndexError: boolean index of shape {mask.shape} does not "
+                                f"match the indexed dimensions {shape[dim: dim + mask.ndim]}")
+            pieces.append(("adv", (int(mask.sum()),)))
+            dim += mask.ndim
+        else:
+            _check_bounds(e, shape[dim])
+            pieces.append(("adv", shape_of(e)))
+            dim += 1
+    adv = [p for p in pieces if p[0] == "adv"]
+    bshape = broadcast(*(p[1] for p in adv), what="IndexError: index arrays")
+    first = next(i for i, p in enumerate(pieces) if p[0] == "adv")
+    last = max(i for i, p in enumerate(pieces) if p[0] == "adv")
+    dims = [(i, p[1]) for i, p in enumerate(pieces) if p[0] == "dim"]
+    if last - first + 1 == len(adv):  # adjacent: the block replaces them in place
+        return tuple(n for i, n in dims if i < first) + bshape + \
+            tuple(n for i, n in dims if i > last)
+    return bshape + tuple(n for _, n in dims)
+
+
+def _check_bounds(e: Any, n: int) -> None:
+    if isinstance(e, ArrayMeta):
+        if e.dtype.kind not in _INT_KINDS:
+            raise RuleError(f"IndexError: arrays used as indices must be of integer type, "
+                            f"got {e.dtype}")
+        if n == 0 and e.size > 0:
+            raise RuleError("IndexError: index into a dimension of size 0")
+        return
+    arr = np.asarray(e)
+    if arr.size and (arr.min() < -n or arr.max() >= n):
+        raise RuleError(f"IndexError: index out of bounds for axis with size {n}")
+
+
+def _index_entries(index: Any) -> list:
+    return list(index) if isinstance(index, tuple) else [index]
+
+
+def _target(call: Call, x: Any, index: Any) -> tuple[Any, tuple]:
+    """(stand-in result or None, shape) of ``x[index]``; raises RuleError like NumPy would."""
+    entries = _index_entries(index)
+    for e in entries:
+        if isinstance(e, ArrayMeta) and e.dtype == np.bool_ and not e.is_scalar:
+            raise RuleError("indexing with a traced boolean mask gives a data-dependent shape; "
+                            "use np.where(mask, x, other) instead")
+    entries = _expand_constants(entries)
+    if not any(_is_advanced(e) for e in entries):
+        res = call.run("view", args=(x, tuple(entries) if isinstance(index, tuple) else
+                                     entries[0]), kwargs={}, fn=operator.getitem)
+        return res, (res.shape if isinstance(res, np.ndarray) else ())
+    if not isinstance(x, ArrayMeta) or x.is_scalar:
+        raise RuleError("advanced indexing of a NumPy scalar is not supported")
+    return None, _advanced_shape(x.shape, entries)
+
+
+@register(operator.getitem)
+def _getitem_rule(call: Call) -> Result:
+    x, index = call.args
+    if not isinstance(x, ArrayMeta):
+        raise RuleError("getitem rule needs a traced array")
+    res, shape = _target(call, x, index)
+    if res is None:
+        return ArrayMeta(x.dtype, shape, False)
+    return call.result(res)
+
+
+def _check_value_cast(call: Call, dtype: np.dtype, value: Any) -> None:
+    """Assign the value (or a one-element stand-in of it) into a tiny array of the target
+    dtype: NumPy raises there exactly when it would raise on the real assignment."""
+    vshape = shrunk(value.shape) if isinstance(value, ArrayMeta) else shape_of(value, "value")
+    call.run(args=(np.zeros(vshape, dtype), Ellipsis, value), kwargs={}, fn=operator.setitem)
+
+
+@register(operator.setitem)
+def _setitem_rule(call: Call) -> Result:
+    x, index, value = call.args
+    if not isinstance(x, ArrayMeta) or x.is_scalar:
+        raise RuleError("TypeError: NumPy scalars do not support item assignment")
+    entries = _index_entries(index)
+    if len(entries) == 1 and isinstance(entries[0], ArrayMeta) and \
+            entries[0].dtype == np.bool_ and not entries[0].is_scalar:
+        mask = entries[0]
+        if mask.shape != x.shape[: mask.ndim]:
+            raise RuleError(f"IndexError: boolean index of shape {mask.shape} does not match "
+                            f"the array's shape {x.shape}")
+        if any(d != 1 for d in shape_of(value, "value")):
+            raise RuleError("assigning an array through a traced boolean mask needs as many "
+                            "values as True entries (data-dependent)")
+        _check_value_cast(call, x.dtype, value)
+        return None
+    _, shape = _target(call, x, index)
+    vshape = shape_of(value, "value")
+    while len(vshape) > len(shape) and vshape[0] == 1:
+        vshape = vshape[1:]  # NumPy drops leading length-1 dimensions of the value
+    if broadcast(vshape, shape, what="value and indexed target") != shape:
+        raise RuleError(f"ValueError: could not broadcast value of shape {vshape} into "
+                        f"shape {shape}")
+    _check_value_cast(call, x.dtype, value)
+    return None
+

@@ -1,0 +1,65 @@
+"""Rules for reductions (sum, mean, max, std, argmax, any, nan*, ...) and cumulative operations.
+
+The stand-in run keeps zero-length dimensions, so NumPy itself rejects what it would reject on the
+real data (bad axes, ``max`` of an empty axis, ``where=`` without ``initial=``) and gives the
+dtype (``mean`` of ints is float64) and whether a full reduction returns a NumPy scalar. The rule
+removes (or, with ``keepdims``, keeps as 1) the reduced axes.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from fx.meta import ArrayMeta
+from fx.op_rules._core import (
+    Call, Result, RuleError, broadcast, given, normalize_axes, register, shape_of,
+)
+
+__all__ = ["REDUCTIONS", "CUMULATIVE", "reduced_shape"]
+
+REDUCTIONS = (
+    np.sum, np.prod, np.mean, np.max, np.min, np.amax, np.amin, np.any, np.all, np.std, np.var,
+    np.nansum, np.nanprod, np.nanmean, np.nanmax, np.nanmin, np.nanstd, np.nanvar,
+    np.argmax, np.argmin, np.nanargmax, np.nanargmin, np.ptp,
+)
+CUMULATIVE = (np.cumsum, np.cumprod, np.nancumsum, np.nancumprod)
+
+
+def reduced_shape(shape: tuple[int, ...], axis: object, keepdims: bool) -> tuple[int, ...]:
+    axes = normalize_axes(axis, len(shape))
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+@register(*REDUCTIONS)
+def _reduction_rule(call: Call) -> Result:
+    res = call.run()
+    b = call.bind().arguments
+    shape_in = shape_of(b["a"])
+    keepdims = b.get("keepdims", False)
+    keepdims = bool(keepdims) if given(keepdims) else False
+    shape = reduced_shape(shape_in, b.get("axis"), keepdims)
+    where = b.get("where", True)
+    if given(where) and where is not True:
+        if broadcast(shape_of(where), shape_in, what="where= and the array") != shape_in:
+            raise RuleError(f"{call.name}: where= does not broadcast to the array's shape")
+    out = b.get("out")
+    if out is not None:
+        if not isinstance(out, ArrayMeta) or out.shape != shape:
+            raise RuleError(f"{call.name}: out= must be a traced array of shape {shape}")
+    return call.result(res, shape)
+
+
+@register(*CUMULATIVE)
+def _cumulative_rule(call: Call) -> Result:
+    res = call.run()
+    b = call.bind().arguments
+    shape_in = shape_of(b["a"])
+    shape = (prod(shape_in),) if b["axis"] is None else shape_in
+    out = b.get("out")
+    if out is not None and (not isinstance(out, ArrayMeta) or out.shape != shape):
+        raise RuleError(f"{call.name}: out= must be a traced array of shape {shape}")
+    return call.result(res, shape)

@@ -1,1 +1,53 @@
-"""npdynamo: a TorchDynamo-style JIT compiler for NumPy code (public API is filled in elsewhere)."""
+"""npdynamo: a TorchDynamo-style just-in-time compiler for NumPy code.
+
+``dynamo.compile(fn)`` captures the NumPy operations of each frame run inside `fn` into a graph
+(through a PEP 523 frame-evaluation hook and a symbolic bytecode translator), guards it, and runs it
+through a backend. See README.md and docs/ for the tour.
+"""
+
+from __future__ import annotations
+
+import sys
+
+if sys.version_info[:2] != (3, 11):
+    raise ImportError(
+        f"npdynamo supports CPython 3.11 only (its frame hook uses 3.11 interpreter internals); "
+        f"this is Python {sys.version_info.major}.{sys.version_info.minor}"
+    )
+
+try:
+    from . import _C
+except ImportError as exc:  # pragma: no cover - only on a broken install
+    raise ImportError(
+        "npdynamo's C extension dynamo._C is not built; install with `pip install .` "
+        "(or run `python setup.py build_ext --inplace` in a source checkout)"
+    ) from exc
+
+from . import config
+from .backends import list_backends, lookup_backend, register_backend
+from .debug import cache_entries, explain
+from .eval_frame import compile, disable, optimize, reset, run
+from .exc import FullGraphError, InternalError, Unsupported
+from .logs import _from_environment, set_logs
+
+__all__ = [
+    "compile",
+    "optimize",
+    "disable",
+    "run",
+    "reset",
+    "explain",
+    "cache_entries",
+    "register_backend",
+    "list_backends",
+    "lookup_backend",
+    "set_logs",
+    "config",
+    "Unsupported",
+    "FullGraphError",
+    "InternalError",
+]
+
+__version__ = "0.1.0"
+
+_from_environment()

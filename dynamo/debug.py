@@ -1,0 +1,121 @@
+"""The debug view: `explain()` and the per-function cache view.
+
+`explain(fn)(*args)` compiles and runs `fn` once from a clean cache, recording every frame that was
+compiled or could not be captured, and returns an `ExplainOutput` (graphs, guards, break reasons
+at the user's file:line, compile times) with a readable `str()`. `cache_entries(fn)` shows what
+the C cache holds for a function: guards, graph code and transformed bytecode of each entry.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import _C
+from .convert_frame import CompileRecord, records, side_by_side
+from .eval_frame import reset
+
+__all__ = ["explain", "ExplainOutput", "cache_entries", "CacheEntryView"]
+
+
+@dataclass
+class ExplainOutput:
+    graphs: list = field(default_factory=list)
+    graph_count: int = 0
+    graph_break_count: int = 0
+    break_reasons: list[str] = field(default_factory=list)
+    ops_per_graph: list[list[str]] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    compile_times: list[float] = field(default_factory=list)
+    recompile_reasons: list[str] = field(default_factory=list)
+    result: Any = None
+
+    def __str__(self) -> str:
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}"]
+        lines.append(f"Op count: {sum(len(ops) for ops in self.ops_per_graph)}")
+        for i, (gm, ops, seconds) in enumerate(zip(self.graphs, self.ops_per_graph, self.compile_times)):
+            lines.append(f"\nGraph {i} ({len(ops)} ops, compiled in {seconds * 1e3:.2f} ms):")
+            lines.extend("    " + line for line in gm.code.strip().splitlines())
+        if self.break_reasons:
+            lines.append("\nBreak reasons:")
+            lines.extend(f"  {i + 1}. {reason}" for i, reason in enumerate(self.break_reasons))
+        if self.recompile_reasons:
+            lines.append("\nRecompile reasons:")
+            lines.extend(f"  - {reason}" for reason in self.recompile_reasons)
+        if self.guards:
+            lines.append("\nGuards:")
+            lines.extend(f"  {guard}" for guard in self.guards)
+        return "\n".join(lines)
+
+
+def _ops(gm) -> list[str]:
+    return [node.format_node() for node in gm.graph.nodes if node.op in ("call_function", "call_method")]
+
+
+def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput]:
+    """``dynamo.explain(f)(*args, **kwargs)``: compile `f` from scratch, run it, report."""
+    from .eval_frame import optimize
+
+    if not callable(fn):
+        raise TypeError(f"explain() expects a function, got {type(fn).__name__}")
+    target = getattr(fn, "_dynamo_orig_fn", fn)
+
+    def run(*args: Any, **kwargs: Any) -> ExplainOutput:
+        reset()
+        sink: list[CompileRecord] = []
+        saved, records.sink = records.sink, sink
+        try:
+            result = optimize(backend)(target)(*args, **kwargs)
+        finally:
+            records.sink = saved
+        out = ExplainOutput(result=result)
+        for rec in sink:
+            if rec.compiled is not None:
+                gm = rec.compiled.result.graph_module
+                out.graphs.append(gm)
+                out.ops_per_graph.append(_ops(gm))
+                out.guards.extend(rec.compiled.check_fn.guards)
+                out.compile_times.append(rec.seconds)
+            elif rec.reason is not None:
+                out.break_reasons.append(f"{rec.code.co_qualname}: {rec.reason}")
+            if rec.recompile_reason:
+                out.recompile_reasons.append(f"{rec.code.co_qualname}: {rec.recompile_reason}")
+        out.graph_count = len(out.graphs)
+        out.graph_break_count = len(out.break_reasons)
+        return out
+
+    return run
+
+
+@dataclass
+class CacheEntryView:
+    """One compiled version of a function, as stored in the C cache."""
+
+    guards: str
+    graph_code: str
+    bytecode: str
+    check_fn: Callable
+    code: types.CodeType
+
+    def __str__(self) -> str:
+        return f"Guards:\n{self.guards}\nGraph:\n{self.graph_code}\nBytecode:\n{self.bytecode}"
+
+
+def cache_entries(fn: Callable) -> list[CacheEntryView]:
+    """The compiled versions of `fn` (most recently used first)."""
+    fn = getattr(fn, "_dynamo_orig_fn", fn)
+    code = getattr(fn, "__code__", fn)
+    if not isinstance(code, types.CodeType):
+        raise TypeError(f"cache_entries() expects a function or code object, got {type(fn).__name__}")
+    views = []
+    for check_fn, new_code in _C.get_cache_entries(code):
+        gm = getattr(check_fn, "graph_module", None)
+        views.append(CacheEntryView(
+            guards="\n".join(getattr(check_fn, "guards", [])),
+            graph_code=gm.code if gm is not None else "",
+            bytecode=side_by_side(code, new_code),
+            check_fn=check_fn,
+            code=new_code,
+        ))
+    return views

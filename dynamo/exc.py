@@ -1,0 +1,39 @@
+"""Error types of the compiler.
+
+`Unsupported` is raised by the translator when it meets code it cannot capture (the frame then runs
+unmodified, and the reason is recorded); it carries the user's ``file:line``. `FullGraphError` is
+what a user sees with ``fullgraph=True``. `InternalError` wraps a bug in the compiler itself: by
+default it is reported as a warning and the frame falls back to plain Python.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DynamoError", "Unsupported", "FullGraphError", "InternalError", "BackendError"]
+
+
+class DynamoError(Exception):
+    """Base class of every error npdynamo raises on purpose."""
+
+
+class Unsupported(DynamoError):
+    """The translator cannot capture this code; `reason` says what and `location` where."""
+
+    def __init__(self, reason: str, location: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.location = location
+
+    def __str__(self) -> str:
+        return f"{self.reason} (at {self.location})" if self.location else self.reason
+
+
+class FullGraphError(DynamoError):
+    """Raised with ``fullgraph=True`` when a frame could not be captured as one whole graph."""
+
+
+class InternalError(DynamoError):
+    """A bug in npdynamo; the message names the frame and the original exception."""
+
+
+class BackendError(DynamoError):
+    """A backend failed to compile a graph."""

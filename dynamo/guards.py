@@ -1,0 +1,165 @@
+"""Guards: the conditions under which a compiled frame may be reused.
+
+The translator records a `Guard` for every input it actually used (`VariableBuilder` does it when
+it wraps a real value). `build_check_fn` turns the set into ONE Python function,
+
+    def ___check_f_0(x, y, ___globals, ___closure):
+        return (type(x) is ___ndarray and ... )
+
+whose parameters are the frame's argument slots (in order), its globals dict and its closure: the C
+hook calls it with exactly those values on every call. Each guard kind is a method of
+`GuardBuilder` named after the kind. The function carries its own description: ``.source`` (the
+Python text), ``.guards`` (one line per guard) and ``.first_failure(*args)`` (the first guard that
+fails for some inputs, used for recompile reasons).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from .source import AttrSource, GetItemSource, Source
+
+__all__ = ["Guard", "GuardBuilder", "build_check_fn"]
+
+
+class _Identity:
+    """Hashable by identity: lets an arbitrary object be the expected value of an ID guard."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+@dataclass(frozen=True)
+class Guard:
+    """`kind` names a `GuardBuilder` method; `expected` is what it compares against."""
+
+    source: Source
+    kind: str
+    expected: Any = None
+    order: int = field(default=0, compare=False)
+
+    @staticmethod
+    def identity(obj: object) -> _Identity:
+        return _Identity(obj)
+
+
+_SIMPLE_CONSTANT_TYPES = (int, str, bool, type(None), bytes)
+
+
+class GuardBuilder:
+    """Turns guards into Python expressions; objects they compare with become globals."""
+
+    def __init__(self) -> None:
+        self.scope: dict[str, object] = {"___ndarray": np.ndarray}
+        self._names: dict[int, str] = {}
+        self._counter = itertools.count()
+
+    def const(self, obj: object, hint: str) -> str:
+        """A global name for `obj` inside the guard function."""
+        key = id(obj)
+        if key not in self._names:
+            safe = "".join(ch if ch.isalnum() else "_" for ch in hint)[:30]
+            name = f"___{safe}_{next(self._counter)}"
+            self._names[key] = name
+            self.scope[name] = obj
+        return self._names[key]
+
+    def expr(self, guard: Guard) -> str:
+        return getattr(self, guard.kind)(guard.source.guard_expr(), guard.expected)
+
+    # One method per guard kind -------------------------------------------------------------
+
+    def TYPE_MATCH(self, e: str, expected: type) -> str:
+        return f"type({e}) is {self.const(expected, expected.__name__)}"
+
+    def ID_MATCH(self, e: str, expected: _Identity) -> str:
+        obj = expected.obj
+        return f"{e} is {self.const(obj, getattr(obj, '__name__', type(obj).__name__))}"
+
+    def CONSTANT_MATCH(self, e: str, expected: tuple[type, object]) -> str:
+        typ, value = expected
+        type_check = f"type({e}) is {self.const(typ, typ.__name__)}"
+        if value is None:
+            return f"{e} is None"
+        if typ is float and value != value:
+            return f"{type_check} and {e} != {e}"
+        if typ in _SIMPLE_CONSTANT_TYPES or (typ is float and abs(value) != float("inf")):
+            return f"{type_check} and {e} == {value!r}"
+        return f"{type_check} and {e} == {self.const(value, 'value')}"
+
+    def NDARRAY_MATCH(self, e: str, expected: tuple[np.dtype, tuple[int, ...], bool]) -> str:
+        dtype, shape, contiguous = expected
+        d = self.const(dtype, f"dtype_{dtype.name}")
+        text = f"type({e}) is ___ndarray and ({e}.dtype is {d} or {e}.dtype == {d}) and {e}.shape == {shape!r}"
+        if contiguous:
+            text += f" and {e}.flags.c_contiguous"
+        return text
+
+    def SEQUENCE_LENGTH(self, e: str, expected: tuple[type, int]) -> str:
+        typ, length = expected
+        return f"type({e}) is {self.const(typ, typ.__name__)} and len({e}) == {length}"
+
+    def NOT_IN_GLOBALS(self, e: str, expected: str) -> str:
+        # `e` is ``___globals['name']``; the name must keep resolving to the builtin.
+        return f"{expected!r} not in ___globals"
+
+
+def _depth(source: Source) -> int:
+    depth = 0
+    while isinstance(source, (AttrSource, GetItemSource)):
+        source, depth = source.base, depth + 1
+    return depth
+
+
+_check_counter = itertools.count()
+
+
+def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> Callable[..., bool]:
+    """Compile `guards` into one check function over (argument slots..., globals, closure)."""
+    builder = GuardBuilder()
+    # A base object's type is checked before its items and attributes are read.
+    ordered = sorted(set(guards), key=lambda g: (_depth(g.source), g.order))
+    parts = [builder.expr(g) for g in ordered]
+    params = ", ".join([*argnames, "___globals", "___closure"])
+    fn_name = f"___check_{''.join(ch if ch.isalnum() else '_' for ch in code_name)}_{next(_check_counter)}"
+    body = " and\n            ".join(f"({p})" for p in parts) if parts else "True"
+    source = (
+        f"def {fn_name}({params}):\n"
+        f"    try:\n"
+        f"        return ({body})\n"
+        f"    except Exception:\n"
+        f"        return False\n"
+    )
+    scope = dict(builder.scope)
+    exec(compile(source, f"<guards {fn_name}>", "exec"), scope)
+    check_fn = scope[fn_name]
+    check_fn.source = source
+    check_fn.guards = [f"{p}    # {g.source.name()}: {g.kind}" for g, p in zip(ordered, parts)]
+
+    def first_failure(*args: object) -> str | None:
+        """The first guard that fails for these argument slots, globals and closure."""
+        env = dict(builder.scope)
+        env.update(zip([*argnames, "___globals", "___closure"], args))
+        for part in parts:
+            try:
+                ok = eval(part, env)
+            except Exception as exc:  # a failing access is a failing guard
+                return f"{part}  (raised {type(exc).__name__}: {exc})"
+            if not ok:
+                return part
+        return None
+
+    check_fn.first_failure = first_failure
+    return check_fn

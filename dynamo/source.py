@@ -1,0 +1,121 @@
+"""Sources: where a value seen by the translator came from.
+
+A `Source` is a path from the frame's inputs to a value (an argument, a global, a closure cell, an
+item or attribute of one of those). Sources do two jobs: guards are written in terms of them
+(`guard_expr`, Python text evaluated inside the guard function, whose parameters are the frame's
+argument names plus ``___globals`` and ``___closure``), and the output bytecode reloads graph inputs
+through them (`reconstruct`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from bytecode import CellVar, FreeVar, Instr
+
+if TYPE_CHECKING:
+    from .codegen import Codegen
+
+__all__ = ["Source", "LocalSource", "GlobalSource", "ClosureSource", "GetItemSource", "AttrSource"]
+
+
+class Source:
+    """Base class; subclasses are frozen dataclasses so equal paths compare and hash equal."""
+
+    def guard_expr(self) -> str:
+        raise NotImplementedError
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        raise NotImplementedError
+
+    def name(self) -> str:
+        """A human-readable name, as used in logs (``L['x']``, ``G['W']``)."""
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument of the frame. ``is_cell``: the argument is captured by an inner function."""
+
+    local_name: str
+    is_cell: bool = False
+
+    def guard_expr(self) -> str:
+        return self.local_name
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        if self.is_cell:
+            codegen.append(Instr("LOAD_DEREF", CellVar(self.local_name)))
+        else:
+            codegen.append(Instr("LOAD_FAST", self.local_name))
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    global_name: str
+
+    def guard_expr(self) -> str:
+        return f"___globals[{self.global_name!r}]"
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        codegen.append(Instr("LOAD_GLOBAL", (False, self.global_name)))
+
+    def name(self) -> str:
+        return f"G[{self.global_name!r}]"
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    """The contents of free variable number `index` (the function's ``__closure__[index]``)."""
+
+    var_name: str
+    index: int
+
+    def guard_expr(self) -> str:
+        return f"___closure[{self.index}].cell_contents"
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        codegen.append(Instr("LOAD_DEREF", FreeVar(self.var_name)))
+
+    def name(self) -> str:
+        return f"C[{self.var_name!r}]"
+
+
+@dataclass(frozen=True)
+class GetItemSource(Source):
+    base: Source
+    index: object
+
+    def guard_expr(self) -> str:
+        return f"{self.base.guard_expr()}[{self.index!r}]"
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        self.base.reconstruct(codegen)
+        codegen.append(Instr("LOAD_CONST", self.index))
+        codegen.append(Instr("BINARY_SUBSCR"))
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.index!r}]"
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def guard_expr(self) -> str:
+        return f"{self.base.guard_expr()}.{self.attr}"
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        self.base.reconstruct(codegen)
+        codegen.append(Instr("LOAD_ATTR", self.attr))
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"

@@ -1,0 +1,74 @@
+"""The VariableTracker base class: the operations every tracked value may support.
+
+The default of each operation is "not supported": it raises `Unsupported`, which makes the frame
+run unmodified with that reason recorded. Subclasses override what they can do exactly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..exc import Unsupported
+from ..source import Source
+
+if TYPE_CHECKING:
+    from ..codegen import Codegen
+    from ..symbolic_convert import InstructionTranslator
+
+__all__ = ["VariableTracker", "NullVariable"]
+
+
+class VariableTracker:
+    """A value during symbolic execution. `source` is set when the value came from the frame."""
+
+    source: Source | None = None
+
+    def describe(self) -> str:
+        """A short human description used in error messages."""
+        return type(self).__name__
+
+    def is_python_constant(self) -> bool:
+        try:
+            self.as_python_constant()
+        except Unsupported:
+            return False
+        return True
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported(f"{self.describe()} is not a Python constant")
+
+    def python_type(self) -> type:
+        raise Unsupported(f"the type of {self.describe()} is not known")
+
+    def call_function(
+        self, tx: "InstructionTranslator", args: list["VariableTracker"], kwargs: dict[str, "VariableTracker"]
+    ) -> "VariableTracker":
+        raise Unsupported(f"calling {self.describe()} is not supported")
+
+    def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+        raise Unsupported(f"attribute {name!r} of {self.describe()} is not supported")
+
+    def unpack(self, tx: "InstructionTranslator") -> list["VariableTracker"]:
+        """The items, for unpacking and iteration."""
+        raise Unsupported(f"iterating over {self.describe()} is not supported")
+
+    def truth(self) -> bool:
+        """The value of ``bool(self)`` if known while tracing."""
+        raise Unsupported(
+            f"the truth value of {self.describe()} depends on data (data-dependent control flow); "
+            "graph breaks arrive in a later version"
+        )
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        """Emit bytecode that recreates this value in the output code."""
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        raise Unsupported(f"cannot rebuild {self.describe()} in the compiled code")
+
+
+class NullVariable(VariableTracker):
+    """The NULL that CPython 3.11 pushes below a callable (PUSH_NULL, LOAD_GLOBAL with NULL)."""
+
+    def describe(self) -> str:
+        return "NULL"

@@ -1,0 +1,99 @@
+"""VariableBuilder: wraps a real value read from the frame into a VariableTracker and records the
+guards that make the wrapping valid (the value's type, and for arrays dtype and shape).
+
+`wrap_constant` wraps values computed at trace time (no source, no guard).
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..exc import Unsupported
+from ..guards import Guard
+from ..source import GetItemSource, Source
+from .base import VariableTracker
+from .callables import BuiltinVariable, NumpyFunctionVariable, PythonModuleVariable, UserFunctionVariable
+from .constant import ConstantVariable
+from .containers import ListVariable, TupleVariable
+
+if TYPE_CHECKING:
+    from ..symbolic_convert import InstructionTranslator
+
+__all__ = ["VariableBuilder", "wrap_constant", "CONSTANT_TYPES"]
+
+#: Python values specialised on (guarded by type and value).
+CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), range, slice)
+
+_BUILTIN_CALLABLES = {id(v) for v in vars(builtins).values() if callable(v)}
+
+
+def _is_numpy_callable(value: Any) -> bool:
+    if isinstance(value, np.ufunc):
+        return True
+    if isinstance(value, type) and issubclass(value, np.generic):
+        return True
+    module = getattr(value, "__module__", None) or ""
+    return callable(value) and (module == "numpy" or module.startswith("numpy."))
+
+
+def wrap_constant(value: Any) -> VariableTracker:
+    """A VariableTracker for a value computed while tracing."""
+    if isinstance(value, tuple):
+        return TupleVariable([wrap_constant(v) for v in value])
+    if isinstance(value, list):
+        return ListVariable([wrap_constant(v) for v in value])
+    if isinstance(value, types.ModuleType):
+        return PythonModuleVariable(value)
+    if isinstance(value, (np.ndarray,)):
+        raise Unsupported("an ndarray constant computed at trace time")
+    return ConstantVariable(value)
+
+
+class VariableBuilder:
+    def __init__(self, tx: "InstructionTranslator", source: Source) -> None:
+        self.tx = tx
+        self.source = source
+
+    def guard(self, kind: str, expected: Any = None) -> None:
+        self.tx.output.add_guard(Guard(self.source, kind, expected))
+
+    def __call__(self, value: Any) -> VariableTracker:
+        cached = self.tx.output.wrapped.get(self.source)
+        if cached is not None:
+            return cached
+        vt = self._wrap(value)
+        self.tx.output.wrapped[self.source] = vt
+        return vt
+
+    def _wrap(self, value: Any) -> VariableTracker:
+        typ = type(value)
+        if typ is np.ndarray or (isinstance(value, np.generic) and typ.__module__ == "numpy"):
+            return self.tx.output.add_graph_input(self.source, value)
+        if typ in CONSTANT_TYPES:
+            self.guard("CONSTANT_MATCH", (typ, value))
+            return ConstantVariable(value, source=self.source)
+        if typ is np.dtype or isinstance(value, np.dtype):
+            self.guard("CONSTANT_MATCH", (typ, value))
+            return ConstantVariable(value, source=self.source)
+        if typ in (tuple, list):
+            self.guard("SEQUENCE_LENGTH", (typ, len(value)))
+            items = [VariableBuilder(self.tx, GetItemSource(self.source, i))(v) for i, v in enumerate(value)]
+            cls = TupleVariable if typ is tuple else ListVariable
+            return cls(items, source=self.source)
+        if isinstance(value, types.ModuleType):
+            self.guard("ID_MATCH", Guard.identity(value))
+            return PythonModuleVariable(value, source=self.source)
+        if _is_numpy_callable(value):
+            self.guard("ID_MATCH", Guard.identity(value))
+            return NumpyFunctionVariable(value, source=self.source)
+        if id(value) in _BUILTIN_CALLABLES and getattr(builtins, getattr(value, "__name__", ""), None) is value:
+            self.guard("ID_MATCH", Guard.identity(value))
+            return BuiltinVariable(value, source=self.source)
+        if isinstance(value, types.FunctionType):
+            self.guard("ID_MATCH", Guard.identity(value))
+            return UserFunctionVariable(value, source=self.source)
+        raise Unsupported(f"{self.source.name()} is a {typ.__module__}.{typ.__qualname__}, which npdynamo does not trace yet")

@@ -1,0 +1,304 @@
+"""Callable values: NumPy functions and ufuncs, modules, builtins, methods, user functions.
+
+Calls on graph values become graph nodes (through `OutputGraph`); calls whose arguments are all
+Python constants and that are known to be pure run at trace time.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from fx import op_rules
+
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .containers import DictVariable, ListVariable, TupleVariable, _Sequence
+from .ndarray import NDArrayVariable
+
+__all__ = [
+    "NumpyFunctionVariable",
+    "PythonModuleVariable",
+    "BuiltinVariable",
+    "MethodVariable",
+    "BoundConstantMethodVariable",
+    "ListMethodVariable",
+    "UserFunctionVariable",
+]
+
+#: Modules whose functions are pure: called on constants, they may run at trace time.
+PURE_MODULES = (math, operator)
+
+
+def _all_constant(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> bool:
+    return all(a.is_python_constant() for a in [*args, *kwargs.values()])
+
+
+def _constant_call(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
+    """Run a pure function on constants now; an exception means "let plain Python raise it"."""
+    from .builder import wrap_constant
+
+    values = [a.as_python_constant() for a in args]
+    kw = {k: v.as_python_constant() for k, v in kwargs.items()}
+    try:
+        result = fn(*values, **kw)
+    except Exception as exc:
+        raise Unsupported(f"{getattr(fn, '__name__', fn)}(...) raised {type(exc).__name__}: {exc}") from None
+    return wrap_constant(result)
+
+
+class NumpyFunctionVariable(VariableTracker):
+    """A NumPy function, ufunc or scalar type (``np.float32``) used as a value or called."""
+
+    def __init__(self, fn: Any, source=None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def describe(self) -> str:
+        return f"numpy.{getattr(self.fn, '__name__', self.fn)}"
+
+    def as_python_constant(self) -> Any:
+        return self.fn  # e.g. ``dtype=np.float32``
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if isinstance(self.fn, type) or self.fn is np.dtype:
+            # np.float32(2.0), np.dtype("f4"): scalar and dtype constructors on constants.
+            if _all_constant(args, kwargs):
+                return _constant_call(self.fn, args, kwargs)
+            raise Unsupported(f"{self.describe()}(...) on a traced array is not supported")
+        if not op_rules.is_supported_function(self.fn):
+            raise Unsupported(f"{self.describe()} is not supported by npdynamo yet")
+        return tx.output.call_function(tx, self.fn, args, kwargs)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if isinstance(self.fn, np.ufunc) and name in ("reduce", "accumulate", "outer", "at", "reduceat"):
+            raise Unsupported(f"ufunc method {self.describe()}.{name} is not supported yet")
+        if isinstance(self.fn, np.ufunc) and name in ("nin", "nout", "nargs", "__name__"):
+            return ConstantVariable(getattr(self.fn, name))
+        return super().var_getattr(tx, name)
+
+
+class PythonModuleVariable(VariableTracker):
+    """A module: ``np``, ``np.linalg``, ``math``; attributes are looked up at trace time."""
+
+    def __init__(self, module: ModuleType, source=None) -> None:
+        self.module = module
+        self.source = source
+
+    def describe(self) -> str:
+        return f"module {self.module.__name__}"
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        from ..source import AttrSource
+        from .builder import VariableBuilder, wrap_constant
+
+        try:
+            value = getattr(self.module, name)
+        except AttributeError:
+            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r}") from None
+        if self.module.__name__ == "numpy" or self.module.__name__.startswith("numpy."):
+            # NumPy's own attributes are trusted not to be reassigned (no guard).
+            if isinstance(value, ModuleType):
+                return PythonModuleVariable(value)
+            if isinstance(value, (np.ufunc, type)) or callable(value):
+                return NumpyFunctionVariable(value)
+            return wrap_constant(value)
+        if self.module in PURE_MODULES and callable(value):
+            return BuiltinVariable(value)
+        if self.source is None:
+            raise Unsupported(f"attribute {name!r} of {self.describe()} has no source to guard")
+        return VariableBuilder(tx, AttrSource(self.source, name))(value)
+
+
+# Builtins ---------------------------------------------------------------------------------------
+
+
+def _len(tx, args, kwargs):
+    (arg,) = args
+    if isinstance(arg, NDArrayVariable):
+        if arg.meta.ndim == 0:
+            raise Unsupported("len() of a 0-d array (NumPy raises TypeError)")
+        return ConstantVariable(arg.meta.shape[0])
+    if isinstance(arg, (_Sequence, DictVariable)):
+        return ConstantVariable(len(arg.items))
+    return _constant_call(len, args, kwargs)
+
+
+def _abs(tx, args, kwargs):
+    (arg,) = args
+    if isinstance(arg, NDArrayVariable):
+        return tx.output.call_function(tx, operator.abs, [arg], {})
+    return _constant_call(abs, args, kwargs)
+
+
+def _isinstance(tx, args, kwargs):
+    obj, classes = args
+    return ConstantVariable(isinstance_of_type(obj.python_type(), classes.as_python_constant()))
+
+
+def isinstance_of_type(typ: type, classes: Any) -> bool:
+    return issubclass(typ, classes)
+
+
+def _sequence_ctor(kind):
+    def build(tx, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"{kind.__name__}() with keyword arguments")
+        items = args[0].unpack(tx) if args else []
+        return (TupleVariable if kind is tuple else ListVariable)(items)
+
+    return build
+
+
+def _enumerate(tx, args, kwargs):
+    start = kwargs["start"].as_python_constant() if "start" in kwargs else (
+        args[1].as_python_constant() if len(args) > 1 else 0
+    )
+    items = args[0].unpack(tx)
+    return ListVariable([TupleVariable([ConstantVariable(start + i), v]) for i, v in enumerate(items)])
+
+
+def _zip(tx, args, kwargs):
+    if kwargs:
+        raise Unsupported("zip() with keyword arguments")
+    columns = [a.unpack(tx) for a in args]
+    return ListVariable([TupleVariable(list(row)) for row in zip(*columns)])
+
+
+def _min_max(fn):
+    def call(tx, args, kwargs):
+        if any(isinstance(a, NDArrayVariable) for a in args):
+            raise Unsupported(f"builtin {fn.__name__}() on arrays compares elements in Python (data-dependent)")
+        if len(args) == 1 and not args[0].is_python_constant():
+            args = args[0].unpack(tx)
+        return _constant_call(fn, args, kwargs)
+
+    return call
+
+
+def _print(tx, args, kwargs):
+    raise Unsupported("print() has a side effect that cannot be put in a graph (graph breaks arrive in a later version)")
+
+
+#: Builtins with a tracing rule. Others, called on constants, run at trace time if pure.
+BUILTIN_RULES: dict[Callable, Callable] = {
+    len: _len,
+    abs: _abs,
+    isinstance: _isinstance,
+    tuple: _sequence_ctor(tuple),
+    list: _sequence_ctor(list),
+    enumerate: _enumerate,
+    zip: _zip,
+    min: _min_max(min),
+    max: _min_max(max),
+    print: _print,
+}
+
+#: Builtins that are pure on constants (safe to call at trace time).
+PURE_BUILTINS = {
+    range, int, float, complex, bool, str, round, divmod, pow, sum, sorted, reversed, any, all,
+    hash, slice, repr, format, chr, ord, type,
+}
+
+
+class BuiltinVariable(VariableTracker):
+    def __init__(self, fn: Callable, source=None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def describe(self) -> str:
+        return f"builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def as_python_constant(self) -> Any:
+        return self.fn  # e.g. ``dtype=float``
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        rule = BUILTIN_RULES.get(self.fn)
+        if rule is not None:
+            return rule(tx, args, kwargs)
+        if self.fn in (int, float, complex, bool) and any(isinstance(a, NDArrayVariable) for a in args):
+            raise Unsupported(
+                f"{self.fn.__name__}() of an array value needs its data (data-dependent); "
+                "graph breaks arrive in a later version"
+            )
+        pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
+        if pure and _all_constant(args, kwargs):
+            return _constant_call(self.fn, args, kwargs)
+        if self.fn in (operator.add, operator.mul, operator.sub, operator.truediv) and len(args) == 2:
+            return tx.binary_op(self.fn, args[0], args[1])
+        raise Unsupported(f"call to {self.describe()} with these arguments is not supported")
+
+
+class MethodVariable(VariableTracker):
+    """``x.sum`` before it is called: a NumPy method of a graph value."""
+
+    def __init__(self, obj: NDArrayVariable, name: str) -> None:
+        self.obj = obj
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.obj.describe()}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return tx.output.call_method(tx, self.name, self.obj, args, kwargs)
+
+
+class BoundConstantMethodVariable(VariableTracker):
+    """A method of a constant (``(2.5).is_integer``, ``dtype.newbyteorder``): runs at trace time."""
+
+    def __init__(self, value: Any, name: str) -> None:
+        self.value = value
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method {self.name} of {self.value!r}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if not _all_constant(args, kwargs):
+            raise Unsupported(f"{self.describe()} called with traced values")
+        return _constant_call(getattr(self.value, self.name), args, kwargs)
+
+
+class ListMethodVariable(VariableTracker):
+    def __init__(self, lst: ListVariable, name: str) -> None:
+        self.lst = lst
+        self.name = name
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if self.name == "append":
+            self.lst.append(args[0])
+        else:
+            self.lst.extend(args[0].unpack(tx))
+        return ConstantVariable(None)
+
+
+class UserFunctionVariable(VariableTracker):
+    """A Python function of the user. Not inlined in this version: calling it stops capture of
+    the calling frame, and the callee is captured as a frame of its own."""
+
+    def __init__(self, fn: Callable, source=None) -> None:
+        self.fn = fn
+        self.source = source
+
+    def describe(self) -> str:
+        code = getattr(self.fn, "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code else ""
+        return f"function {getattr(self.fn, '__qualname__', self.fn)}{where}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        raise Unsupported(
+            f"call to {self.describe()}: calls to other Python functions are not inlined yet; "
+            "the caller runs in plain Python and the callee is compiled as its own frame"
+        )

@@ -1,0 +1,149 @@
+"""Tuples, lists, dicts and iterators built from other VariableTrackers.
+
+A list that came from the frame (it has a source) may be read but not mutated in this version:
+mutating it would need the change replayed on the real object after the graph runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from bytecode import Instr
+
+from ..exc import Unsupported
+from .base import VariableTracker
+
+if TYPE_CHECKING:
+    from ..codegen import Codegen
+
+__all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable"]
+
+
+class _Sequence(VariableTracker):
+    kind: type = tuple
+    build_op = "BUILD_TUPLE"
+
+    def __init__(self, items: list[VariableTracker], source=None) -> None:
+        self.items = list(items)
+        self.source = source
+
+    def describe(self) -> str:
+        return f"{self.kind.__name__} of {len(self.items)} items"
+
+    def python_type(self) -> type:
+        return self.kind
+
+    def as_python_constant(self) -> Any:
+        return self.kind(item.as_python_constant() for item in self.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return list(self.items)
+
+    def truth(self) -> bool:
+        return bool(self.items)
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key = index.as_python_constant()
+        try:
+            picked = self.items[key]
+        except (IndexError, TypeError) as exc:
+            raise Unsupported(f"{self.describe()}[{key!r}]: {exc}") from None
+        return type(self)(picked) if isinstance(key, slice) else picked
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        for item in self.items:
+            item.reconstruct(codegen)
+        codegen.append(Instr(self.build_op, len(self.items)))
+
+
+class TupleVariable(_Sequence):
+    kind = tuple
+    build_op = "BUILD_TUPLE"
+
+
+class ListVariable(_Sequence):
+    kind = list
+    build_op = "BUILD_LIST"
+
+    def check_mutable(self) -> None:
+        if self.source is not None:
+            raise Unsupported(
+                f"mutating the list {self.source.name()} that came from outside the frame "
+                "(side effects on inputs are not replayed in this version)"
+            )
+
+    def append(self, item: VariableTracker) -> None:
+        self.check_mutable()
+        self.items.append(item)
+
+    def extend(self, items: list[VariableTracker]) -> None:
+        self.check_mutable()
+        self.items.extend(items)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("append", "extend"):
+            from .callables import ListMethodVariable
+
+            return ListMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+
+class DictVariable(VariableTracker):
+    """A dict with constant keys created inside the frame."""
+
+    def __init__(self, items: dict[Any, VariableTracker], source=None) -> None:
+        self.items = dict(items)
+        self.source = source
+
+    def describe(self) -> str:
+        return f"dict of {len(self.items)} items"
+
+    def python_type(self) -> type:
+        return dict
+
+    def as_python_constant(self) -> Any:
+        return {k: v.as_python_constant() for k, v in self.items.items()}
+
+    def truth(self) -> bool:
+        return bool(self.items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        from .constant import ConstantVariable
+
+        return [ConstantVariable(k) for k in self.items]
+
+    def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        key = index.as_python_constant()
+        if key not in self.items:
+            raise Unsupported(f"dict key {key!r} is missing (KeyError)")
+        return self.items[key]
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        for key, value in self.items.items():
+            codegen.append(Instr("LOAD_CONST", key))
+            value.reconstruct(codegen)
+        codegen.append(Instr("BUILD_MAP", len(self.items)))
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over known items (GET_ITER on a tuple, list, range or small array)."""
+
+    def __init__(self, items: list[VariableTracker]) -> None:
+        self.items = items
+        self.index = 0
+
+    def describe(self) -> str:
+        return "iterator"
+
+    def next(self) -> VariableTracker | None:
+        if self.index >= len(self.items):
+            return None
+        item = self.items[self.index]
+        self.index += 1
+        return item

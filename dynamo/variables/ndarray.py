@@ -1,0 +1,77 @@
+"""NDArrayVariable: an ndarray or NumPy scalar that lives in the graph (an fx Node + ArrayMeta)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fx import op_rules
+from fx.meta import ArrayMeta
+
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+if TYPE_CHECKING:
+    from fx import Node
+
+    from ..codegen import Codegen
+
+__all__ = ["NDArrayVariable"]
+
+# Attributes that are views or new arrays, and the graph call that computes them.
+_ARRAY_ATTRS = {
+    "T": ("call_method", "transpose"),
+    "real": ("call_function", np.real),
+    "imag": ("call_function", np.imag),
+}
+
+#: Unrolling ``for row in x`` or ``a, b = x`` makes one node per row; past this, give up.
+MAX_UNPACK = 256
+
+
+class NDArrayVariable(VariableTracker):
+    def __init__(self, node: "Node", meta: ArrayMeta, source=None) -> None:
+        self.node = node
+        self.meta = meta
+        self.source = source
+
+    def describe(self) -> str:
+        return f"{'NumPy scalar' if self.meta.is_scalar else 'ndarray'} {self.meta}"
+
+    def python_type(self) -> type:
+        return self.meta.dtype.type if self.meta.is_scalar else np.ndarray
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in _ARRAY_ATTRS:
+            kind, target = _ARRAY_ATTRS[name]
+            if kind == "call_method":
+                return tx.output.call_method(tx, target, self, [], {})
+            return tx.output.call_function(tx, target, [self], {})
+        if op_rules.is_supported_method(name):
+            from .callables import MethodVariable
+
+            return MethodVariable(self, name)
+        try:
+            value = op_rules.infer_attr(name, self.meta)
+        except op_rules.RuleError as exc:
+            raise Unsupported(f"ndarray attribute {name!r}: {exc}") from None
+        if isinstance(value, ArrayMeta):
+            raise Unsupported(f"ndarray attribute {name!r} is not supported")
+        from .builder import wrap_constant
+
+        return wrap_constant(value)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        if self.meta.is_scalar or self.meta.ndim == 0:
+            raise Unsupported("iteration over a 0-d array (NumPy raises TypeError)")
+        n = self.meta.shape[0]
+        if n > MAX_UNPACK:
+            raise Unsupported(f"iterating over {n} rows of an array (limit {MAX_UNPACK} when unrolling)")
+        import operator
+
+        return [tx.output.call_function(tx, operator.getitem, [self, ConstantVariable(i)], {}) for i in range(n)]
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        codegen.load_graph_value(self)

@@ -43,7 +43,7 @@ RESERVED = frozenset(
 )
 
 _SUFFIX = re.compile(r"^(.*)_(\d+)$")
-_NUMBER = re.compile(r"^[0-9][0-9.e+_j]*$")
+_NUMBER = re.compile(r"^\d[\d_.]*(e[+-]?\d+)?j?$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
 _DOTTED_CALL = re.compile(r"^[A-Za-z_][\w.]*(\(.*\))$", re.S)
 

@@ -5,11 +5,12 @@ passes (``fx/passes``) rewrite it; `GraphModule` turns it into Python; backends 
 Nodes live in a doubly linked list closed by a sentinel ``root`` node, so inserting and erasing
 are O(1) and erasing the node an iteration stands on is safe. Example::
 
-    >>> g = Graph()
-    >>> x = g.placeholder("x")
-    >>> s = g.call_function(np.sin, (x,))
-    >>> g.output(g.call_function(operator.mul, (s, 2.0)))
-    >>> print(g)
+    g = Graph()
+    x = g.placeholder("x")
+    s = g.call_function(np.sin, (x,))
+    g.output(g.call_function(operator.mul, (s, 2.0)))
+    print(g)   # ->
+
     %x = placeholder[target=x]
     %sin = call_function[target=numpy.sin](args = (%x,), kwargs = {})
     %mul = call_function[target=operator.mul](args = (%sin, 2.0), kwargs = {})

@@ -50,7 +50,9 @@ class Interpreter:
     def run(self, *args: Any) -> Any:
         n_params = len(self.graph.find_nodes(op="placeholder"))
         if len(args) != n_params:
-            raise TypeError(f"graph takes {n_params} positional arguments but {len(args)} were given")
+            raise TypeError(
+                f"graph takes {n_params} positional arguments but {len(args)} were given"
+            )
         self.env = {}
         self._args_iter = iter(args)
         last_uses = self._last_uses()

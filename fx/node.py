@@ -251,7 +251,7 @@ class Node:
         return False
 
     def format_node(self) -> str:
-        """One readable line, e.g. ``%mul : float64[8] = call_function[target=operator.mul](...)``."""
+        """One readable line: ``%mul : float64[8] = call_function[target=operator.mul](...)``."""
         from .codegen_names import qualified_name
 
         head = f"%{self.name}"

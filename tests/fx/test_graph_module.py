@@ -272,3 +272,42 @@ def test_meta_vals_do_not_change_code_and_graph_without_output_returns_none():
     arr = np.zeros(3, dtype=np.int64)
     assert gm(arr) is None and arr[0] == 5
     assert gm.meta == {}
+
+
+@pytest.mark.parametrize("index", [
+    0, -1, (0, 1), slice(None), slice(-2, None), slice(None, None, -1), slice(1, 3, 2),
+    (Ellipsis, None), (None, slice(0, 1), Ellipsis), ([0, 1], slice(None)), (np.array([1, 0]),),
+    (), (slice(None), 0), np.array([True, False, True]),
+])
+def test_getitem_indices_round_trip(index):
+    g = Graph()
+    x = g.placeholder("x")
+    g.output(g.call_function(operator.getitem, (x, index)))
+    gm = GraphModule(g)
+    data = np.arange(24.0).reshape(3, 8)
+    want = data[index]
+    got = gm(data)
+    assert type(got) is type(want) and np.shape(got) == np.shape(want)
+    np.testing.assert_array_equal(got, want)
+    assert np.shares_memory(got, data) == np.shares_memory(want, data)
+
+
+def test_literal_operands_and_odd_kwargs():
+    g = Graph()
+    x, lo = g.placeholder("x"), g.placeholder("lo")
+    a = g.call_function(operator.mul, (1.5e-05, x))
+    b = g.call_function(operator.sub, (-2, a))
+    c = g.call_function(operator.getitem, (b, slice(lo, None)))
+    d = g.call_function(dict, (), {"not-an-identifier": c, "ok": 1})
+    e = g.call_method("conjugate", (3,))
+    g.output((b, c, d, e))
+    gm = GraphModule(g)
+    assert "mul = 1.5e-05 * x" in gm.code and "sub = (-2) - mul" in gm.code
+    assert "getitem = sub[lo:]" in gm.code and "(3).conjugate()" in gm.code
+    assert "**{'not-an-identifier': getitem, 'ok': 1}" in gm.code
+    xs = np.arange(4.0)
+    b_want = -2 - 1.5e-05 * xs
+    got = gm(xs, 1)
+    np.testing.assert_array_equal(got[0], b_want)
+    np.testing.assert_array_equal(got[1], b_want[1:])
+    assert list(got[2]) == ["not-an-identifier", "ok"] and got[3] == 3

@@ -344,7 +344,7 @@ def _stack_comment(stack: Any) -> str:
     if not stack:
         return ""
     raw = stack.splitlines() if isinstance(stack, str) else [str(s) for s in stack]
-    lines = [" ".join(line.split()) for line in raw if line.strip()]
+    lines = [line.strip() for line in raw if line.strip()]
     if not lines:
         return ""
     text = lines[0] + (", code: " + " | ".join(lines[1:]) if len(lines) > 1 else "")

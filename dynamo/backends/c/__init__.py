@@ -1,0 +1,182 @@
+"""The optimizing C backend: fuse a NumPy fx graph into C kernels built by gcc, loaded by cffi.
+
+In: an `fx.GraphModule` whose nodes carry ``meta["val"]`` and the example inputs. Out: a callable
+taking the graph's placeholders positionally and returning exactly what ``gm.forward`` returns.
+The translator's backend registry calls `compile_graph` (registered as ``"c"``); `make_backend`
+binds options::
+
+    fn = compile_graph(gm, example_inputs, threads=2, fastmath=False)
+
+Pipeline: `fusion.plan_fusion` (which asks `lowering` per node) -> `codegen_c` -> ``build.py``
+(gcc + disk cache) -> a program that runs kernels (`kernel.py`) and the remaining NumPy calls in
+a valid order. A kernel whose domain is below ``min_size`` elements is not compiled: its nodes
+run as NumPy calls (tiny arrays are never slower than eager). If there is no compiler or the
+build fails, the graph runs eagerly (``gm.forward``) with one warning.
+Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size, compiler,
+cflags, block, fp_errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import warnings
+from math import prod
+from typing import Any, Callable, Sequence
+
+from fx.node import map_arg
+
+from .codegen_c import cdef_for, module_source
+from .config import COptions, resolve_options
+from .fusion import FusionPlan, plan_fusion
+from .kernel import PointwiseRunner, ReductionRunner, numpy_modes_ok
+from .loop_ir import Kernel, walk
+from .report import FusionReport, build_report
+
+__all__ = ["compile_graph", "make_backend", "COptions", "FusionReport", "CBackendWarning"]
+
+log = logging.getLogger("dynamo.kernels")
+_graph_ids = itertools.count()
+
+
+class CBackendWarning(RuntimeWarning):
+    """The C backend could not build kernels and runs the graph with NumPy instead."""
+
+
+def _node_runner(node: Any, gm: Any) -> Callable[[dict], Any]:
+    """A closure computing one node with NumPy from an env dict (the eager semantics)."""
+    target, args, kwargs = node.target, node.args, node.kwargs
+
+    def fetch(env: dict) -> tuple[tuple, dict]:
+        get = env.__getitem__
+        return map_arg(args, get), map_arg(kwargs, get)
+
+    if node.op == "call_function":
+        def run(env: dict) -> Any:
+            a, kw = fetch(env)
+            return target(*a, **kw)
+    elif node.op == "call_method":
+        def run(env: dict) -> Any:
+            a, kw = fetch(env)
+            return getattr(a[0], target)(*a[1:], **kw)
+    elif node.op == "get_attr":
+        value = getattr(gm, "attrs", {}).get(target) if hasattr(gm, "attrs") else None
+        if value is None:
+            value = getattr(gm, target)
+
+        def run(env: dict) -> Any:
+            return value
+    else:
+        raise ValueError(f"cannot run node op {node.op!r}")
+    return run
+
+
+def _can_raise_fp(k: Kernel) -> bool:
+    values = k.outputs if k.kind == "pointwise" else [k.value]
+    if k.kind == "reduction" and k.acc_dtype.kind == "f":
+        return True
+    return any(v.dtype.kind == "f" or getattr(v, "arg_dtype", None) is not None
+               and v.arg_dtype.kind == "f" for v in walk(values))
+
+
+def _kernel_step(k: Kernel, runner: Any, gm: Any) -> Callable[[dict], None]:
+    """Run kernel ``k`` (or, when the kernel declines, its member nodes with NumPy)."""
+    in_nodes = [od.node for od in k.operands]
+    outs = list(k.out_nodes)
+    member_runs = [(n, _node_runner(n, gm)) for n in k.members]
+    fp = _can_raise_fp(k)
+
+    def numpy_path(env: dict) -> None:
+        local = dict(env)
+        for n, run in member_runs:
+            local[n] = run(local)
+        for n in outs:
+            env[n] = local[n]
+
+    if runner is None:
+        return numpy_path
+
+    def step(env: dict) -> None:
+        if fp and not numpy_modes_ok():
+            return numpy_path(env)
+        results = runner([env[n] for n in in_nodes])
+        if results is None:
+            return numpy_path(env)
+        for n, v in zip(outs, results):
+            env[n] = v
+
+    return step
+
+
+def _build(kernels: list[Kernel], opts: COptions) -> tuple[Any, str]:
+    from .build import BuildOptions, build_library
+
+    src = module_source(kernels)
+    cflags = tuple(opts.cflags)
+    lib = build_library(src, cdef_for(kernels), BuildOptions(
+        compiler=opts.compiler, cflags=cflags, fastmath=opts.fastmath, openmp=True))
+    return lib, src
+
+
+def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Callable[..., Any]:
+    """The C backend: see the module docstring. Options override `config.defaults`."""
+    opts = resolve_options(**options)
+    graph = gm.graph
+    plan: FusionPlan = plan_fusion(graph, prefix=f"dyn_k{next(_graph_ids)}_")
+    worth = [k for k in plan.kernels if prod(k.shape) >= opts.min_size]
+    notes = {k.name: f"domain of {prod(k.shape)} elements < min_size {opts.min_size}"
+             for k in plan.kernels if k not in worth}
+    lib = None
+    build_note = ""
+    if worth:
+        try:
+            lib, _ = _build(worth, opts)
+            build_note = ("loaded from disk cache" if lib.from_cache else "compiled") + \
+                f" in {lib.build_seconds * 1e3:.1f} ms"
+        except Exception as exc:  # no compiler / build error: the graph still runs, eagerly
+            warnings.warn(f"C backend: building kernels failed ({type(exc).__name__}: {exc}); "
+                          "running this graph with NumPy", CBackendWarning, stacklevel=2)
+            report = build_report(plan, {}, notes, build_note=f"failed: {exc}")
+            gm.meta["fusion_report"] = report
+            log.info("%s", report)
+            return gm.forward
+    runners: dict[str, Any] = {}
+    for k in worth:
+        cls = PointwiseRunner if k.kind == "pointwise" else ReductionRunner
+        runners[k.name] = cls(k, getattr(lib.lib, k.name), lib.ffi, opts)
+
+    steps: list[Callable[[dict], None]] = []
+    for item in plan.schedule:
+        if isinstance(item, (plan.kernels[0].__class__,)) or hasattr(item, "out_nodes"):
+            steps.append(_kernel_step(item, runners.get(item.name), gm))
+        else:
+            run = _node_runner(item, gm)
+            steps.append(lambda env, n=item, r=run: env.__setitem__(n, r(env)))
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    out_node = next(n for n in graph.nodes if n.op == "output")
+    out_spec = out_node.args[0]
+
+    report = build_report(plan, {k.name: True for k in worth}, notes, build_note)
+    gm.meta["fusion_report"] = report
+    log.info("%s", report)
+
+    def compiled(*args: Any) -> Any:
+        env: dict = dict(zip(placeholders, args))
+        for step in steps:
+            step(env)
+        return map_arg(out_spec, env.__getitem__)
+
+    compiled.fusion_report = report  # type: ignore[attr-defined]
+    compiled.runners = runners  # type: ignore[attr-defined]
+    return compiled
+
+
+def make_backend(**options: Any) -> Callable[[Any, Sequence[Any]], Callable[..., Any]]:
+    """A backend callable with ``options`` bound (validated now, not at first compile)."""
+    resolve_options(**options)
+
+    def backend(gm: Any, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        return compile_graph(gm, example_inputs, **options)
+
+    backend.__name__ = "c_backend"
+    return backend

@@ -1,0 +1,492 @@
+"""C code generation: loop-level kernels (`loop_ir`) -> readable C source + cffi ``cdef``.
+
+In: `PointwiseKernel` / `ReductionKernel` objects from `fusion.py`. Out: C source text with one
+exported function per kernel, ``int NAME(const int64_t *A)``; ``A`` is the argument block packed
+by `kernel.py` (layout documented on `pointwise_source` / `reduction_source`). The return value
+is the OR of the floating-point exception flags raised by the kernel (``FE_*`` bits), which the
+runtime replays through NumPy's error machinery.
+
+Semantics follow NumPy's loops, not C's: signed integer arithmetic goes through the unsigned type
+(wrap-around instead of undefined behaviour), float comparisons use the quiet ``isless`` family
+(no spurious 'invalid' flag on NaN), maximum/minimum propagate NaN like NumPy, and floating sums
+use NumPy's pairwise summation (8 accumulators over blocks of 128, halves combined), so results
+match NumPy bit for bit on contiguous data.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .loop_ir import Const, Kernel, Load, Op, PointwiseKernel, ReductionKernel, Value, walk
+
+__all__ = ["OPS", "ctype", "kernel_source", "module_source", "cdef_for", "FLOAT_MATH"]
+
+_CTYPES = {
+    "?": "uint8_t", "i1": "int8_t", "i2": "int16_t", "i4": "int32_t", "i8": "int64_t",
+    "u1": "uint8_t", "u2": "uint16_t", "u4": "uint32_t", "u8": "uint64_t",
+    "f4": "float", "f8": "double",
+}
+
+
+def ctype(dt: np.dtype) -> str:
+    """The C type that stores one element of ``dt``."""
+    return _CTYPES[np.dtype(dt).str[1:] if np.dtype(dt).kind != "b" else "?"]
+
+
+def _wide_unsigned(dt: np.dtype) -> str:
+    # C promotes types narrower than int to (signed) int before arithmetic; going through
+    # uint32_t/uint64_t keeps every intermediate unsigned, so overflow wraps instead of UB.
+    return "uint64_t" if np.dtype(dt).itemsize == 8 else "uint32_t"
+
+
+def _is_float(dt: np.dtype) -> bool:
+    return np.dtype(dt).kind == "f"
+
+
+def _suffix(dt: np.dtype) -> str:
+    return "f" if np.dtype(dt) == np.float32 else ""
+
+
+# -- per-op C expressions --------------------------------------------------------------------
+# Each entry: (args as C expressions, the Op) -> a C expression of type ctype(op.dtype).
+
+OpPrinter = Callable[[list[str], Op], str]
+
+
+def _wrap(sym: str) -> OpPrinter:
+    def emit(a: list[str], op: Op) -> str:
+        t = ctype(op.dtype)
+        if _is_float(op.dtype):
+            return f"({a[0]} {sym} {a[1]})"
+        u = _wide_unsigned(op.dtype)
+        return f"({t})(({u}){a[0]} {sym} ({u}){a[1]})"
+
+    return emit
+
+
+def _bool_or(inner: OpPrinter, bool_sym: str) -> OpPrinter:
+    def emit(a: list[str], op: Op) -> str:
+        if op.dtype.kind == "b":
+            return f"(uint8_t)({a[0]} {bool_sym} {a[1]})"
+        return inner(a, op)
+
+    return emit
+
+
+def _negative(a: list[str], op: Op) -> str:
+    if _is_float(op.dtype):
+        return f"(-{a[0]})"
+    return f"({ctype(op.dtype)})(({_wide_unsigned(op.dtype)})0 - ({_wide_unsigned(op.dtype)}){a[0]})"
+
+
+def _absolute(a: list[str], op: Op) -> str:
+    if _is_float(op.dtype):
+        return f"fabs{_suffix(op.dtype)}({a[0]})"
+    if op.dtype.kind == "i":
+        return f"({a[0]} < 0 ? {_negative(a, op)} : {a[0]})"
+    return a[0]
+
+
+def _sign(a: list[str], op: Op) -> str:
+    t, x = ctype(op.dtype), a[0]
+    if _is_float(op.dtype):
+        return (f"(isgreater({x}, ({t})0) ? ({t})1 : (isless({x}, ({t})0) ? ({t})-1 : "
+                f"({x} == 0 ? ({t})0 : {x})))")
+    if op.dtype.kind == "i":
+        return f"({t})(({x} > 0) - ({x} < 0))"
+    return f"({t})({x} > 0)"
+
+
+def _libm(name: str) -> OpPrinter:
+    def emit(a: list[str], op: Op) -> str:
+        return f"{name}{_suffix(op.dtype)}({', '.join(a)})"
+
+    return emit
+
+
+def _minmax(quiet: str, plain: str) -> OpPrinter:
+    # NumPy: maximum(a, b) = (a > b || isnan(a)) ? a : b, which propagates a NaN from either
+    # side and returns b for equal values (so maximum(-0.0, 0.0) is 0.0, as in NumPy).
+    def emit(a: list[str], op: Op) -> str:
+        x, y = a
+        if _is_float(op.dtype):
+            return f"(({quiet}({x}, {y}) || isnan({x})) ? {x} : {y})"
+        return f"({x} {plain} {y} ? {x} : {y})"
+
+    return emit
+
+
+def _compare(quiet: str | None, sym: str) -> OpPrinter:
+    def emit(a: list[str], op: Op) -> str:
+        if quiet is not None and _is_float(op.arg_dtype):
+            return f"(uint8_t){quiet}({a[0]}, {a[1]})"
+        return f"(uint8_t)({a[0]} {sym} {a[1]})"
+
+    return emit
+
+
+def _cast(a: list[str], op: Op) -> str:
+    if op.dtype.kind == "b":
+        return f"(uint8_t)({a[0]} != 0)"
+    return f"({ctype(op.dtype)})({a[0]})"
+
+
+def _powi(a: list[str], op: Op) -> str:
+    # x ** n for a constant n >= 0 by repeated squaring, written as one expression.
+    n, x = int(op.param), a[0]
+    mul = _wrap("*")
+    result: str | None = None
+    base = x
+    while n:
+        if n & 1:
+            result = base if result is None else mul([result, base], op)
+        n >>= 1
+        if n:
+            base = mul([base, base], op)
+    return result if result is not None else f"({ctype(op.dtype)})1"
+
+
+def _logical(expr: str) -> OpPrinter:
+    def emit(a: list[str], op: Op) -> str:
+        return "(uint8_t)" + expr.format(*a)
+
+    return emit
+
+
+def _bitwise(sym: str) -> OpPrinter:
+    def emit(a: list[str], op: Op) -> str:
+        return f"({ctype(op.dtype)})({a[0]} {sym} {a[1]})"
+
+    return emit
+
+
+def _invert(a: list[str], op: Op) -> str:
+    if op.dtype.kind == "b":
+        return f"(uint8_t)!{a[0]}"
+    return f"({ctype(op.dtype)})(~{a[0]})"
+
+
+#: libm functions by ufunc name (float32 uses the ``f``-suffixed variant).
+FLOAT_MATH = {
+    "sqrt": "sqrt", "cbrt": "cbrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log",
+    "log2": "log2", "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
+    "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "floor": "floor",
+    "ceil": "ceil", "trunc": "trunc", "rint": "rint", "arctan2": "atan2", "hypot": "hypot",
+    "power": "pow", "copysign": "copysign", "fmax": "fmax", "fmin": "fmin", "fmod": "fmod",
+}
+
+#: Op name -> printer. Lowering only emits names present here.
+OPS: dict[str, OpPrinter] = {
+    "add": _bool_or(_wrap("+"), "|"),
+    "subtract": _wrap("-"),
+    "multiply": _bool_or(_wrap("*"), "&"),
+    "true_divide": lambda a, op: f"({a[0]} / {a[1]})",
+    "negative": _negative,
+    "positive": lambda a, op: a[0],
+    "absolute": _absolute,
+    "sign": _sign,
+    "square": lambda a, op: _bool_or(_wrap("*"), "&")([a[0], a[0]], op),
+    "reciprocal": lambda a, op: f"(({ctype(op.dtype)})1 / {a[0]})",
+    "maximum": _minmax("isgreater", ">"),
+    "minimum": _minmax("isless", "<"),
+    "equal": _compare(None, "=="),
+    "not_equal": _compare(None, "!="),
+    "less": _compare("isless", "<"),
+    "less_equal": _compare("islessequal", "<="),
+    "greater": _compare("isgreater", ">"),
+    "greater_equal": _compare("isgreaterequal", ">="),
+    "logical_and": _logical("(({0} != 0) & ({1} != 0))"),
+    "logical_or": _logical("(({0} != 0) | ({1} != 0))"),
+    "logical_xor": _logical("(({0} != 0) ^ ({1} != 0))"),
+    "logical_not": _logical("({0} == 0)"),
+    "bitwise_and": _bitwise("&"),
+    "bitwise_or": _bitwise("|"),
+    "bitwise_xor": _bitwise("^"),
+    "invert": _invert,
+    "isnan": lambda a, op: f"(uint8_t)(isnan({a[0]}) != 0)",
+    "isinf": lambda a, op: f"(uint8_t)(isinf({a[0]}) != 0)",
+    "isfinite": lambda a, op: f"(uint8_t)(isfinite({a[0]}) != 0)",
+    "signbit": lambda a, op: f"(uint8_t)(signbit({a[0]}) != 0)",
+    "where": lambda a, op: f"({a[0]} ? {a[1]} : {a[2]})",
+    "cast": _cast,
+    "powi": _powi,
+    **{name: _libm(fn) for name, fn in FLOAT_MATH.items()},
+}
+
+
+def _const(c: Const) -> str:
+    t = ctype(c.dtype)
+    if _is_float(c.dtype):
+        v = float(c.value)
+        if v != v:
+            return f"(({t})NAN)"
+        if v in (float("inf"), float("-inf")):
+            return f"(({t}){'-' if v < 0 else ''}INFINITY)"
+        return f"(({t}){v!r})"
+    if c.dtype.kind == "b":
+        return f"((uint8_t){int(bool(c.value))})"
+    if c.dtype == np.uint64 or c.dtype == np.int64:
+        # INT64_MIN has no literal; go through the unsigned bit pattern.
+        return f"(({t}){int(c.value) & 0xFFFFFFFFFFFFFFFF}ull)"
+    return f"(({t}){int(c.value)})"
+
+
+def _body(values: list[Value], load: Callable[[Load], str], indent: str) -> tuple[list[str], dict]:
+    """C statements computing every node of ``values``' DAG once; returns lines and names."""
+    lines: list[str] = []
+    names: dict[Value, str] = {}
+    for i, v in enumerate(walk(values)):
+        if isinstance(v, Load):
+            expr = load(v)
+        elif isinstance(v, Const):
+            names[v] = _const(v)
+            continue
+        else:
+            expr = OPS[v.name]([names[a] for a in v.args], v)
+        name = f"v{i}"
+        lines.append(f"{indent}const {ctype(v.dtype)} {name} = {expr};")
+        names[v] = name
+    return lines, names
+
+
+_PROLOGUE = """\
+/* generated by npdynamo's C backend (dynamo/backends/c/codegen_c.py) */
+#include <stdint.h>
+#include <math.h>
+#include <fenv.h>
+#define DYN_FE (FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID | FE_UNDERFLOW)
+"""
+
+
+def _operand_decls(k: Kernel, n_in: int, out_types: list[str], stride_sets: int) -> list[str]:
+    """Pointer + stride-array declarations for inputs ``in<i>`` and outputs ``out<i>``.
+
+    Operand ``i`` sits at ``P + i * (1 + stride_sets * nd)`` as (address, strides...).
+    """
+    lines = [f"    const int64_t W = 1 + {stride_sets} * nd;"]
+    for i, od in enumerate(k.operands):
+        lines.append(f"    const {ctype(od.dtype)} *restrict in{i} = "
+                     f"(const {ctype(od.dtype)} *)(intptr_t)P[{i} * W]; "
+                     f"const int64_t *st{i} = P + {i} * W + 1;")
+    for j, t in enumerate(out_types):
+        lines.append(f"    {t} *restrict out{j} = ({t} *)(intptr_t)P[{n_in + j} * W];")
+    return lines
+
+
+def pointwise_source(k: PointwiseKernel) -> str:
+    """C for a pointwise kernel.
+
+    ``A = [threads, parallel, block, nd, shape[nd], then per input: address, strides[nd] (in
+    elements, 0 where broadcast), then per output: address, strides[nd] (C-contiguous)]``.
+    The domain is walked as rows (all but the last dim) cut into blocks of ``block`` elements;
+    rows whose inputs all have unit inner stride take the contiguous ``omp simd`` loop.
+    """
+    n_in = len(k.operands)
+    outs = [ctype(v.dtype) for v in k.outputs]
+    L = [f"int {k.name}(const int64_t *A)", "{",
+         "    const int nthreads = (int)A[0], par = (int)A[1];",
+         "    const int64_t blk = A[2], nd = A[3];",
+         "    const int64_t *shape = A + 4, *P = A + 4 + nd;"]
+    L += _operand_decls(k, n_in, outs, 1)
+    L += ["    const int64_t inner = shape[nd - 1];",
+          "    int64_t outer = 1;",
+          "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
+          "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
+          "    const int64_t nwork = outer * nblk;",
+          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == 1" for i in range(n_in))
+          + ";",
+          "    int fl = 0;",
+          "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
+          "    {",
+          "    feclearexcept(FE_ALL_EXCEPT);",
+          "    #pragma omp for schedule(static)",
+          "    for (int64_t w = 0; w < nwork; w++) {",
+          "        const int64_t row = w / nblk, j0 = (w % nblk) * blk;",
+          "        const int64_t j1 = j0 + blk < inner ? j0 + blk : inner;",
+          "        int64_t r = row" + "".join(f", o{i} = 0" for i in range(n_in)) + ", oo = 0;",
+          "        for (int64_t d = nd - 2; d >= 0; d--) {",
+          "            const int64_t i = r % shape[d]; r /= shape[d];",
+          "            " + " ".join(f"o{i} += i * st{i}[d];" for i in range(n_in)),
+          "        }",
+          "        oo = row * inner;"]
+    for mode in ("contig", "strided"):
+        if mode == "contig":
+            L.append("        if (contig) {")
+            for i, od in enumerate(k.operands):
+                L.append(f"            const {ctype(od.dtype)} *restrict x{i} = in{i} + o{i};")
+            L.append("            #pragma omp simd")
+            load = lambda v: f"x{v.operand}[j]"  # noqa: E731
+        else:
+            L.append("        } else {")
+            L.append("            " + " ".join(
+                f"const int64_t s{i} = st{i}[nd - 1];" for i in range(n_in)))
+            load = lambda v: f"in{v.operand}[o{v.operand} + j * s{v.operand}]"  # noqa: E731
+        L.append("            for (int64_t j = j0; j < j1; j++) {")
+        lines, names = _body(k.outputs, load, "                ")
+        L += lines
+        for j, v in enumerate(k.outputs):
+            L.append(f"                out{j}[oo + j] = {names[v]};")
+        L.append("            }")
+    L += ["        }", "    }", "    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
+    return "\n".join(L) + "\n"
+
+
+# -- reductions --------------------------------------------------------------------------------
+
+_INIT = {"sum": "0", "mean": "0", "prod": "1", "any": "0", "all": "1"}
+
+
+def _combine(op: str, acc_dt: np.dtype) -> Callable[[str, str], str]:
+    """acc <- combine(acc, v) for the sequential reductions."""
+    probe = Op(op, (), acc_dt)
+    table: dict[str, Callable[[str, str], str]] = {
+        "sum": lambda a, v: OPS["add"]([a, v], probe),
+        "mean": lambda a, v: OPS["add"]([a, v], probe),
+        "prod": lambda a, v: OPS["multiply"]([a, v], probe),
+        "max": lambda a, v: OPS["maximum"]([a, v], probe),
+        "min": lambda a, v: OPS["minimum"]([a, v], probe),
+        "any": lambda a, v: f"(uint8_t)({a} | ({v} != 0))",
+        "all": lambda a, v: f"(uint8_t)({a} & ({v} != 0))",
+    }
+    return table[op]
+
+
+def reduction_source(k: ReductionKernel) -> str:
+    """C for a reduction kernel.
+
+    ``A = [threads, parallel, nk, nr, kept shape[nk], reduced shape[nr], then per input:
+    address, kept strides[nk], reduced strides[nr]; then the output: address (contiguous over
+    the kept dims)]``; ``nk >= 1`` and ``nr >= 1`` (the runtime pads with size-1 dims). The
+    last reduced dim is the inner run: summed pairwise (NumPy's algorithm) for floats.
+    """
+    n_in, acc, name = len(k.operands), ctype(k.acc_dtype), k.name
+    pairwise = k.op in ("sum", "mean") and _is_float(k.acc_dtype)
+    arg = k.op in ("argmax", "argmin")
+    row_fields = "".join(f" const {ctype(o.dtype)} *p{i}; int64_t s{i};"
+                         for i, o in enumerate(k.operands))
+    L = [f"typedef struct {{{row_fields} }} {name}_row;"]
+    conv = Op("cast", (k.value,), k.acc_dtype, k.value.dtype)
+    for variant, load in (("c", lambda v: f"r->p{v.operand}[j]"),
+                          ("s", lambda v: f"r->p{v.operand}[j * r->s{v.operand}]")):
+        lines, names = _body([conv], load, "    ")
+        L += [f"static inline {acc} {name}_v{variant}(const {name}_row *r, int64_t j)", "{"]
+        L += lines + [f"    return {names[conv]};", "}"]
+        if pairwise:
+            L += [
+                f"static {acc} {name}_pw{variant}(const {name}_row *r, int64_t j0, int64_t n)",
+                "{",
+                "    if (n < 8) {",
+                f"        {acc} res = 0;",
+                f"        for (int64_t i = 0; i < n; i++) res += {name}_v{variant}(r, j0 + i);",
+                "        return res;",
+                "    } else if (n <= 128) {",
+                f"        {acc} q[8];",
+                f"        for (int k = 0; k < 8; k++) q[k] = {name}_v{variant}(r, j0 + k);",
+                "        int64_t i;",
+                "        for (i = 8; i < n - (n % 8); i += 8) {",
+                f"            for (int k = 0; k < 8; k++) q[k] += {name}_v{variant}(r, j0 + i + k);",
+                "        }",
+                f"        {acc} res = ((q[0] + q[1]) + (q[2] + q[3])) + "
+                "((q[4] + q[5]) + (q[6] + q[7]));",
+                f"        for (; i < n; i++) res += {name}_v{variant}(r, j0 + i);",
+                "        return res;",
+                "    }",
+                "    int64_t n2 = n / 2; n2 -= n2 % 8;",
+                f"    return {name}_pw{variant}(r, j0, n2) + {name}_pw{variant}(r, j0 + n2, n - n2);",
+                "}",
+            ]
+    out_t = "int64_t" if arg else ctype(k.out_dtype)
+    L += [f"int {name}(const int64_t *A)", "{",
+          "    const int nthreads = (int)A[0], par = (int)A[1];",
+          "    const int64_t nk = A[2], nr = A[3];",
+          "    const int64_t *kshape = A + 4, *rshape = A + 4 + nk, *P = A + 4 + nk + nr;",
+          "    const int64_t nd = nk + nr;"]
+    L += _operand_decls(k, n_in, [out_t], 1)
+    L += ["    int64_t nout = 1, nrows = 1;",
+          "    for (int64_t d = 0; d < nk; d++) nout *= kshape[d];",
+          "    for (int64_t d = 0; d < nr - 1; d++) nrows *= rshape[d];",
+          "    const int64_t inner = rshape[nr - 1];",
+          "    const int contig = 1" + "".join(f" && st{i}[nk + nr - 1] == 1"
+                                             for i in range(n_in)) + ";",
+          "    int fl = 0;",
+          "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
+          "    {",
+          "    feclearexcept(FE_ALL_EXCEPT);",
+          "    #pragma omp for schedule(static)",
+          "    for (int64_t o = 0; o < nout; o++) {",
+          "        int64_t r = o" + "".join(f", b{i} = 0" for i in range(n_in)) + ";",
+          "        for (int64_t d = nk - 1; d >= 0; d--) {",
+          "            const int64_t i = r % kshape[d]; r /= kshape[d];",
+          "            " + " ".join(f"b{i} += i * st{i}[d];" for i in range(n_in)),
+          "        }"]
+    if arg:
+        L += ["        int64_t best = 0, pos = 0;", f"        {acc} m = 0;"]
+    else:
+        init = _INIT.get(k.op)
+        L += [f"        {acc} acc = {init};" if init else f"        {acc} acc = 0; int first = 1;"]
+    L += ["        for (int64_t q = 0; q < nrows; q++) {",
+          "            int64_t rr = q;",
+          f"            {name}_row row = {{" + ", ".join(
+              f"in{i} + b{i}, st{i}[nd - 1]" for i in range(n_in)) + "};",
+          "            for (int64_t d = nr - 2; d >= 0; d--) {",
+          "                const int64_t i = rr % rshape[d]; rr /= rshape[d];",
+          "                " + " ".join(f"row.p{i} += i * st{i}[nk + d];" for i in range(n_in)),
+          "            }"]
+    if pairwise:
+        L += [f"            acc += contig ? {name}_pwc(&row, 0, inner) "
+              f": {name}_pws(&row, 0, inner);"]
+    elif arg:
+        # NumPy: first maximum wins, a NaN wins at once (quiet comparisons: no FP flags).
+        cmp = "islessequal" if k.op == "argmax" else "isgreaterequal"
+        if not _is_float(k.acc_dtype):
+            cmp_expr = "(v <= m)" if k.op == "argmax" else "(v >= m)"
+        else:
+            cmp_expr = f"{cmp}(v, m)"
+        nan_stop = " if (isnan(m)) { q = nrows; break; }" if _is_float(k.acc_dtype) else ""
+        L += ["            for (int64_t j = 0; j < inner; j++, pos++) {",
+              f"                const {acc} v = {name}_vs(&row, j);",
+              f"                if (pos == 0 || !{cmp_expr}) {{ m = v; best = pos;{nan_stop} }}",
+              "            }"]
+    else:
+        comb = _combine(k.op, k.acc_dtype)
+        if k.op in ("max", "min"):
+            L += ["            for (int64_t j = 0; j < inner; j++) {",
+                  f"                const {acc} v = contig ? {name}_vc(&row, j) : "
+                  f"{name}_vs(&row, j);",
+                  f"                acc = first ? v : {comb('acc', 'v')}; first = 0;",
+                  "            }"]
+        else:
+            L += ["            if (contig) {",
+                  f"                for (int64_t j = 0; j < inner; j++) "
+                  f"acc = {comb('acc', f'{name}_vc(&row, j)')};",
+                  "            } else {",
+                  f"                for (int64_t j = 0; j < inner; j++) "
+                  f"acc = {comb('acc', f'{name}_vs(&row, j)')};",
+                  "            }"]
+    L.append("        }")
+    if arg:
+        L.append("        out0[o] = best;")
+    elif k.op == "mean":
+        L.append(f"        out0[o] = ({out_t})(acc / ({acc})(nrows * inner));")
+    else:
+        L.append(f"        out0[o] = ({out_t})acc;")
+    L += ["    }", "    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
+    return "\n".join(L) + "\n"
+
+
+def kernel_source(k: Kernel) -> str:
+    """C source of one kernel (no includes)."""
+    return pointwise_source(k) if k.kind == "pointwise" else reduction_source(k)
+
+
+def module_source(kernels: list[Kernel]) -> str:
+    """One translation unit holding every kernel of a graph."""
+    return _PROLOGUE + "\n" + "\n".join(kernel_source(k) for k in kernels)
+
+
+def cdef_for(kernels: list[Kernel]) -> str:
+    """The cffi declarations of the exported kernel functions."""
+    return "\n".join(f"int {k.name}(const int64_t *A);" for k in kernels)

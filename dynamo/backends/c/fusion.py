@@ -1,0 +1,274 @@
+"""Fusion: group the lowerable nodes of an fx graph into kernels and order the whole program.
+
+In: an fx `Graph` (every node with ``meta["val"]``). Out: a `FusionPlan`: the kernels
+(`loop_ir.PointwiseKernel` / `ReductionKernel`), a schedule (kernels and NumPy-call nodes in a
+valid execution order), and the facts the fusion report prints. Called by `compile_graph`.
+
+Rules, in the order they apply:
+
+1. `lowering.lower` decides per node: pointwise, reduction, or a NumPy call (with a reason).
+   Nodes with side effects (in-place operators, ``setitem``, ``out=``, ...) are NumPy calls and
+   *barriers*: every node gets an epoch (the number of barriers before it) and nothing is fused
+   or moved across epochs, so reads and writes keep their order (inputs may alias).
+2. A pointwise node is *inlined* (never materialised) when every user is a lowered node over the
+   same domain shape in the same epoch; its expression is then recomputed inside each consumer's
+   kernel (inside one kernel it is computed once). Otherwise it is a *root*: stored to memory.
+3. Pointwise roots with the same domain shape and epoch share a kernel (several outputs) unless
+   a root reads, through nodes outside the kernel, something that depends on the kernel - which
+   would make a cycle. Each reduction is a kernel of its own, with its inlined prologue.
+4. The schedule is a topological order of kernels and NumPy calls (ties broken by graph order),
+   with barriers ordered against everything in the neighbouring epochs.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from .loop_ir import Kernel, Load, Operand, PointwiseKernel, ReductionKernel, Value
+from .lowering import Lowered, lower
+
+__all__ = ["FusionPlan", "plan_fusion", "is_mutating"]
+
+_MUTATING_METHODS = frozenset({"fill", "sort", "partition", "put", "itemset", "resize",
+                               "setfield", "setflags", "__setitem__", "__delitem__"})
+
+
+def is_mutating(node: Any) -> bool:
+    """Does ``node`` write to memory that other nodes can see (a fusion barrier)?"""
+    if node.op in ("placeholder", "output", "get_attr"):
+        return False
+    if "out" in node.kwargs:
+        return True
+    if node.op == "call_method" and (node.target in _MUTATING_METHODS
+                                     or str(node.target).startswith("__i")):
+        return True
+    checker = getattr(node, "is_impure", None)
+    return bool(checker()) if checker is not None else False
+
+
+@dataclass
+class FusionPlan:
+    """The result of `plan_fusion`; ``schedule`` items are Kernels or fx Nodes (NumPy calls)."""
+
+    kernels: list[Kernel]
+    schedule: list[Any]
+    not_lowered: dict[Any, str] = field(default_factory=dict)
+    materialized_why: dict[Any, str] = field(default_factory=dict)
+    split_why: dict[Any, str] = field(default_factory=dict)
+    inlined: list[Any] = field(default_factory=list)
+    kernel_of: dict[Any, Kernel] = field(default_factory=dict)
+
+
+class _Builder:
+    """Builds one kernel's expressions: inlined nodes become Values, others become Loads."""
+
+    def __init__(self, plans: dict[Any, Lowered], inlined: set[Any]):
+        self.plans = plans
+        self.inlined = inlined
+        self.operands: list[Operand] = []
+        self.operand_index: dict[Any, int] = {}
+        self.values: dict[Any, Value] = {}
+        self.members: set[Any] = set()
+
+    def get(self, node: Any) -> Value:
+        if node in self.values:
+            return self.values[node]
+        if node in self.inlined:
+            value = self.plans[node].build(self.get)
+            self.members.add(node)
+        else:
+            idx = self.operand_index.get(node)
+            meta = node.meta["val"]
+            if idx is None:
+                idx = self.operand_index[node] = len(self.operands)
+                self.operands.append(Operand(node, meta.dtype, meta.shape))
+            value = Load(idx, meta.dtype)
+        self.values[node] = value
+        return value
+
+    def root(self, node: Any) -> Value:
+        value = self.plans[node].build(self.get)
+        self.values[node] = value
+        self.members.add(node)
+        return value
+
+
+def _leaves(node: Any, plans: dict[Any, Lowered], inlined: set[Any]) -> set[Any]:
+    """Materialised nodes that ``node``'s expression reads (through inlined producers)."""
+    out: set[Any] = set()
+    stack = list(plans[node].inputs)
+    seen: set[Any] = set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in inlined:
+            stack.extend(plans[n].inputs)
+        else:
+            out.add(n)
+    return out
+
+
+def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
+    """Group ``graph``'s nodes into kernels; see the module docstring for the rules."""
+    nodes = list(graph.nodes)
+    pos = {n: i for i, n in enumerate(nodes)}
+    plans: dict[Any, Lowered] = {}
+    not_lowered: dict[Any, str] = {}
+    epoch: dict[Any, int] = {}
+    barriers: list[Any] = []
+    for n in nodes:
+        epoch[n] = len(barriers)
+        if n.op not in ("call_function", "call_method"):
+            continue
+        if is_mutating(n):
+            barriers.append(n)
+            not_lowered[n] = "mutates memory (fusion barrier)"
+            continue
+        plan, why = lower(n)
+        if plan is None:
+            not_lowered[n] = why
+        else:
+            plans[n] = plan
+
+    # Ancestor sets as int bitmasks (graphs are small; this keeps the cycle test cheap).
+    anc: dict[Any, int] = {}
+    for n in nodes:
+        mask = 0
+        for i in n.all_input_nodes:
+            mask |= anc[i] | (1 << pos[i])
+        anc[n] = mask
+
+    inlined: set[Any] = set()
+    materialized_why: dict[Any, str] = {}
+    for n, plan in plans.items():
+        if plan.kind != "pointwise":
+            continue
+        users = list(n.users)
+        bad = next((u for u in users if u not in plans or epoch[u] != epoch[n]
+                    or plans[u].shape != plan.shape), None)
+        if users and bad is None:
+            inlined.add(n)
+        elif not users:
+            materialized_why[n] = "no users"
+        elif bad.op == "output":
+            materialized_why[n] = "graph output"
+        elif bad not in plans:
+            materialized_why[n] = f"read by NumPy call {bad.name}"
+        elif epoch[bad] != epoch[n]:
+            materialized_why[n] = f"read by {bad.name} after a mutation"
+        else:
+            materialized_why[n] = f"read by {bad.name} over another shape {plans[bad].shape}"
+
+    # Group roots into kernels.
+    groups: list[dict[str, Any]] = []
+    group_of: dict[Any, dict[str, Any]] = {}
+    split_why: dict[Any, str] = {}
+    for n in nodes:
+        plan = plans.get(n)
+        if plan is None or n in inlined:
+            continue
+        leaves = _leaves(n, plans, inlined)
+        chosen = None
+        if plan.kind == "pointwise":
+            for g in reversed(groups):
+                if g["kind"] != "pointwise" or g["shape"] != plan.shape \
+                        or g["epoch"] != epoch[n]:
+                    continue
+                gmask = g["mask"]
+                if any(l not in g["roots"] and anc[l] & gmask for l in leaves):
+                    split_why[n] = "reads a value computed from the previous kernel's outputs"
+                    continue
+                chosen = g
+                break
+            if chosen is None and n not in split_why and groups:
+                split_why[n] = "different shape or epoch than earlier kernels"
+        if chosen is None:
+            chosen = {"kind": plan.kind, "shape": plan.shape, "epoch": epoch[n], "roots": [],
+                      "mask": 0}
+            groups.append(chosen)
+        chosen["roots"].append(n)
+        chosen["mask"] |= 1 << pos[n]
+        group_of[n] = chosen
+
+    kernels: list[Kernel] = []
+    kernel_of: dict[Any, Kernel] = {}
+    for gi, g in enumerate(groups):
+        b = _Builder(plans, inlined)
+        name = f"{prefix}{gi}"
+        if g["kind"] == "pointwise":
+            outs = [b.root(r) for r in g["roots"]]
+            members = sorted(b.members, key=pos.__getitem__)
+            k: Kernel = PointwiseKernel(name, g["shape"], b.operands, outs, list(g["roots"]),
+                                        members)
+        else:
+            r = g["roots"][0]
+            p = plans[r]
+            value = p.build(b.get)
+            b.members.add(r)
+            members = sorted(b.members, key=pos.__getitem__)
+            k = ReductionKernel(name, p.shape, b.operands, value, p.op, p.axes, p.keepdims,
+                                p.acc_dtype, p.out_dtype, r, members)
+        kernels.append(k)
+        for r in g["roots"]:
+            kernel_of[r] = k
+
+    schedule = _schedule(nodes, pos, epoch, kernels, kernel_of, plans, inlined, barriers)
+    return FusionPlan(kernels, schedule, not_lowered, materialized_why, split_why,
+                      sorted(inlined, key=pos.__getitem__), kernel_of)
+
+
+def _schedule(nodes, pos, epoch, kernels, kernel_of, plans, inlined, barriers) -> list[Any]:
+    """Kahn's algorithm over kernels + NumPy-call nodes, earliest graph position first."""
+    items: list[Any] = [n for n in nodes if n.op in ("call_function", "call_method", "get_attr")
+                        and n not in plans] + list(kernels)
+    producer: dict[Any, Any] = {n: n for n in items if not isinstance(n, (PointwiseKernel,
+                                                                          ReductionKernel))}
+    for node, k in kernel_of.items():
+        producer[node] = k
+    key: dict[int, tuple[int, int]] = {}
+    item_epoch: dict[int, int] = {}
+    deps: dict[int, set[int]] = {}
+    by_id = {id(i): i for i in items}
+    for it in items:
+        if isinstance(it, (PointwiseKernel, ReductionKernel)):
+            reads = [od.node for od in it.operands]
+            first = min(pos[r] for r in it.out_nodes)
+            item_epoch[id(it)] = epoch[it.out_nodes[0]]
+        else:
+            reads = it.all_input_nodes
+            first = pos[it]
+            item_epoch[id(it)] = epoch[it]
+        key[id(it)] = (first, id(it) % 1)
+        deps[id(it)] = {id(producer[r]) for r in reads if r in producer} - {id(it)}
+    for b in barriers:
+        e = epoch[b]
+        for it in items:
+            if it is b:
+                continue
+            ie = item_epoch[id(it)]
+            if ie == e:
+                deps[id(b)].add(id(it))
+            elif ie == e + 1:
+                deps[id(it)].add(id(b))
+    users: dict[int, list[int]] = {i: [] for i in deps}
+    for i, ds in deps.items():
+        for d in ds:
+            users[d].append(i)
+    remaining = {i: len(ds) for i, ds in deps.items()}
+    ready = [(key[i], i) for i, c in remaining.items() if c == 0]
+    heapq.heapify(ready)
+    out: list[Any] = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        out.append(by_id[i])
+        for u in users[i]:
+            remaining[u] -= 1
+            if remaining[u] == 0:
+                heapq.heappush(ready, (key[u], u))
+    if len(out) != len(items):
+        raise RuntimeError("C backend: fusion produced a cyclic schedule (internal error)")
+    return out

@@ -1,0 +1,135 @@
+"""The loop-level IR of the C backend: what one fused kernel computes per element.
+
+Lowering (`lowering.py`) turns fx nodes into `Value` expression DAGs; fusion (`fusion.py`) groups
+them into kernels; `codegen_c.py` prints kernels as C. A kernel iterates over a *domain* (the
+broadcast shape of its outputs, or the input shape of a reduction); shapes and strides are runtime
+arguments, so one C function serves every memory layout (`kernel.py` packs them per call).
+
+Values are frozen dataclasses: structurally equal expressions are equal and hash alike, so a
+kernel body is a DAG in which every distinct expression is computed once (CSE inside a kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import numpy as np
+
+__all__ = [
+    "Load", "Const", "Op", "Value", "Operand", "PointwiseKernel", "ReductionKernel", "Kernel",
+    "SUPPORTED_DTYPES", "walk",
+]
+
+#: dtypes the C code handles (float16/complex/object/... stay NumPy calls).
+SUPPORTED_DTYPES: frozenset[np.dtype] = frozenset(
+    np.dtype(c) for c in ("?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")
+)
+
+
+@dataclass(frozen=True)
+class Load:
+    """Element of kernel input ``operand`` at the current index (broadcast by strides)."""
+
+    operand: int
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Const:
+    """A compile-time constant, already converted to ``dtype`` (a Python int/float/bool)."""
+
+    value: Any
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Op:
+    """``name`` applied to ``args`` computing in ``dtype`` (see `codegen_c.OPS` for names).
+
+    ``arg_dtype`` is the dtype the arguments were converted to (differs from ``dtype`` for
+    comparisons and casts); ``param`` carries an op's static parameter (e.g. a power exponent).
+    """
+
+    name: str
+    args: tuple["Value", ...]
+    dtype: np.dtype
+    arg_dtype: np.dtype | None = None
+    param: Any = None
+
+
+Value = Union[Load, Const, Op]
+
+
+def walk(values: list[Value]) -> list[Value]:
+    """Every distinct sub-expression of ``values``, operands before their users."""
+    seen: dict[Value, None] = {}
+
+    def visit(v: Value) -> None:
+        if v in seen:
+            return
+        if isinstance(v, Op):
+            for a in v.args:
+                visit(a)
+        seen[v] = None
+
+    for v in values:
+        visit(v)
+    return list(seen)
+
+
+@dataclass
+class Operand:
+    """A materialised array the kernel reads: produced by graph node ``node`` (an fx Node)."""
+
+    node: Any
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+
+@dataclass
+class PointwiseKernel:
+    """Writes ``outputs[i]`` (one value per domain element) for every index of ``shape``.
+
+    ``out_nodes[i]`` is the fx node whose value ``outputs[i]`` is; ``members`` are all fx nodes
+    computed inside (roots and inlined producers, in graph order), for the NumPy fallback path.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    operands: list[Operand]
+    outputs: list[Value]
+    out_nodes: list[Any]
+    members: list[Any] = field(default_factory=list)
+
+    kind = "pointwise"
+
+
+@dataclass
+class ReductionKernel:
+    """Reduces ``value`` (an expression over the input domain ``shape``) over ``axes``.
+
+    ``op`` is one of sum/prod/max/min/argmax/argmin/any/all/mean; accumulation happens in
+    ``acc_dtype``; the result (``out_dtype``) has the kept axes (``keepdims`` reinserts ones).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    operands: list[Operand]
+    value: Value
+    op: str
+    axes: tuple[int, ...]
+    keepdims: bool
+    acc_dtype: np.dtype
+    out_dtype: np.dtype
+    out_node: Any
+    members: list[Any] = field(default_factory=list)
+
+    kind = "reduction"
+
+    @property
+    def out_nodes(self) -> list[Any]:
+        return [self.out_node]
+
+
+Kernel = Union[PointwiseKernel, ReductionKernel]

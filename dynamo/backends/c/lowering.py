@@ -1,0 +1,342 @@
+"""Lowering: decide which fx nodes the C backend computes, and turn them into loop-IR values.
+
+In: one fx node whose ``meta["val"]`` (and its inputs' metas) are `fx.ArrayMeta`. Out: a
+`Lowered` plan (pointwise or reduction) with a ``build(get)`` function that, given the `Value` of
+each input node, returns the node's `Value` (pointwise) or prologue `Value` (reduction); or
+``None`` when the node stays a NumPy call. Called by `fusion.py`.
+
+NumPy knowledge is data: operator functions map to ufunc names (`OPERATOR_UFUNCS`), ufunc loop
+dtypes come from ``ufunc.resolve_dtypes`` (NEP 50 weak Python scalars included), and a few
+non-ufunc functions/methods have one builder each (`FUNCTION_BUILDERS`, `METHOD_BUILDERS`).
+The lowering refuses (returns None) whenever NumPy's result could differ: unsupported dtypes
+(float16, complex, ...), integer floor division/modulo/shifts, float->int casts, negative integer
+powers, keyword arguments such as ``out=``/``dtype=``/``where=``, empty max/min/mean.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .codegen_c import FLOAT_MATH, OPS
+from .loop_ir import SUPPORTED_DTYPES, Const, Load, Op, Value
+
+__all__ = ["Lowered", "lower", "OPERATOR_UFUNCS", "REDUCTIONS"]
+
+#: operator / builtin functions recorded by the translator, as the ufunc they mean on arrays.
+OPERATOR_UFUNCS: dict[Any, np.ufunc] = {
+    operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
+    operator.truediv: np.true_divide, operator.neg: np.negative, operator.pos: np.positive,
+    operator.abs: np.absolute, builtins.abs: np.absolute, operator.pow: np.power,
+    operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
+    operator.ge: np.greater_equal, operator.eq: np.equal, operator.ne: np.not_equal,
+    operator.and_: np.bitwise_and, operator.or_: np.bitwise_or, operator.xor: np.bitwise_xor,
+    operator.invert: np.invert,
+}
+
+# ufuncs whose C form is only right for float loops / only defined for int or bool loops.
+_FLOAT_ONLY = {"true_divide", "reciprocal", "isnan", "isinf", "isfinite", "signbit",
+               *FLOAT_MATH}
+_INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
+_NOT_UFUNC_OPS = {"where", "cast", "powi"}
+
+
+@dataclass
+class Lowered:
+    """How one node is computed in C.
+
+    ``kind``: "pointwise" or "reduction"; ``inputs``: the node inputs whose Values ``build``
+    needs; ``shape``: the iteration domain (output shape; for a reduction, its input's shape).
+    Reductions also carry ``op``, ``axes``, ``keepdims``, ``acc_dtype``, ``out_dtype``.
+    """
+
+    kind: str
+    inputs: list[Any]
+    shape: tuple[int, ...]
+    build: Callable[[Callable[[Any], Value]], Value]
+    op: str = ""
+    axes: tuple[int, ...] = ()
+    keepdims: bool = False
+    acc_dtype: np.dtype | None = None
+    out_dtype: np.dtype | None = None
+
+
+class _Refuse(Exception):
+    """This node stays a NumPy call."""
+
+
+def _meta(x: Any) -> Any:
+    from fx.meta import ArrayMeta
+
+    val = getattr(x, "meta", {}).get("val") if hasattr(x, "meta") else None
+    return val if isinstance(val, ArrayMeta) else None
+
+
+def _is_node(x: Any) -> bool:
+    return hasattr(x, "op") and hasattr(x, "meta") and hasattr(x, "users")
+
+
+def _weak_or_strong(x: Any) -> Any:
+    """What `ufunc.resolve_dtypes` wants for one argument."""
+    if _is_node(x):
+        m = _meta(x)
+        if m is None:
+            raise _Refuse("input without ArrayMeta")
+        return m.dtype
+    if isinstance(x, np.generic):
+        return x.dtype
+    if isinstance(x, bool):
+        return np.dtype(bool)
+    if isinstance(x, (int, float)):
+        return type(x)
+    raise _Refuse(f"constant of type {type(x).__name__}")
+
+
+def _const(x: Any, dt: np.dtype) -> Const:
+    if isinstance(x, np.generic):
+        x = x.item()
+    conv = dt.type(x)
+    if dt.kind in "iub" and conv.item() != x:
+        raise _Refuse(f"constant {x!r} does not fit {dt}")
+    return Const(conv.item(), dt)
+
+
+def _convert(v: Value, dt: np.dtype) -> Value:
+    if v.dtype == dt:
+        return v
+    if v.dtype.kind == "f" and dt.kind in "iu":
+        raise _Refuse("float -> integer conversion")
+    return Op("cast", (v,), dt, v.dtype)
+
+
+def _arg_value(x: Any, dt: np.dtype, get: Callable[[Any], Value]) -> Value:
+    return _convert(get(x), dt) if _is_node(x) else _const(x, dt)
+
+
+def _check_dtype(dt: np.dtype) -> None:
+    if np.dtype(dt) not in SUPPORTED_DTYPES:
+        raise _Refuse(f"dtype {dt} is left to NumPy")
+
+
+def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
+    name = uf.__name__
+    if uf.nout != 1 or len(args) != uf.nin:
+        raise _Refuse(f"{name}: arity")
+    if name not in OPS and name != "power":
+        raise _Refuse(f"{name} has no C lowering")
+    try:
+        loop = uf.resolve_dtypes(tuple(_weak_or_strong(a) for a in args) + (None,))
+    except Exception as exc:  # NumPy would raise: leave it to NumPy
+        raise _Refuse(f"{name}: {exc}") from None
+    in_dts, out_dt = loop[:-1], loop[-1]
+    for dt in loop:
+        _check_dtype(dt)
+    if out_dt != out_meta.dtype:
+        raise _Refuse(f"{name}: loop dtype {out_dt} != meta {out_meta.dtype}")
+    kinds = {dt.kind for dt in in_dts}
+    if name in _FLOAT_ONLY and name != "power" and kinds != {"f"}:
+        raise _Refuse(f"{name} lowered for float loops only")
+    if name in _INT_ONLY and not kinds <= {"i", "u", "b"}:
+        raise _Refuse(f"{name} lowered for integer loops only")
+    if len(set(in_dts)) != 1 and name not in ("power",):
+        raise _Refuse(f"{name}: mixed loop input dtypes {in_dts}")
+    param = None
+    op_name = name
+    if name == "power":
+        op_name, param = _power_plan(args[1], in_dts[0])
+    nodes = [a for a in args if _is_node(a)]
+
+    def build(get: Callable[[Any], Value]) -> Value:
+        vals = tuple(_arg_value(a, dt, get) for a, dt in zip(args, in_dts))
+        if op_name == "powi":
+            vals = vals[:1]
+        return Op(op_name, vals, out_dt, in_dts[0], param)
+
+    return Lowered("pointwise", nodes, out_meta.shape, build)
+
+
+def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
+    # Small constant integer exponents become multiplies (exact for 2, within an ULP or two
+    # of libm pow for 3 and 4); integer powers must be non-negative constants (NumPy raises
+    # for negative ones and the loop below would not).
+    if _is_node(exponent):
+        if dt.kind == "f":
+            return "power", None
+        raise _Refuse("integer power with an array exponent")
+    e = exponent.item() if isinstance(exponent, np.generic) else exponent
+    if dt.kind == "f":
+        if float(e) in (0.0, 1.0, 2.0, 3.0, 4.0):
+            return "powi", int(e)
+        return "power", None
+    if isinstance(e, (int, np.integer)) and not isinstance(e, bool) and 0 <= e <= 64:
+        return "powi", int(e)
+    raise _Refuse("integer power exponent must be a constant in [0, 64]")
+
+
+def _where_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
+    if kwargs or len(args) != 3:
+        raise _Refuse("where: needs exactly (cond, x, y)")
+    dt = out_meta.dtype
+
+    def build(get: Callable[[Any], Value]) -> Value:
+        c = _arg_value(args[0], np.dtype(bool), get)
+        return Op("where", (c, _arg_value(args[1], dt, get), _arg_value(args[2], dt, get)), dt)
+
+    return Lowered("pointwise", [a for a in args if _is_node(a)], out_meta.shape, build)
+
+
+def _clip_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
+    bound = dict(zip(("a", "a_min", "a_max"), args))
+    for key, alias in (("a_min", "min"), ("a_max", "max")):
+        if alias in kwargs:
+            bound[key] = kwargs[alias]
+        elif key in kwargs:
+            bound[key] = kwargs[key]
+    if set(kwargs) - {"a_min", "a_max", "min", "max"} or len(args) > 3:
+        raise _Refuse("clip: unsupported arguments")
+    dt = out_meta.dtype
+    lo, hi = bound.get("a_min"), bound.get("a_max")
+    if lo is None and hi is None:
+        raise _Refuse("clip without bounds")
+
+    def build(get: Callable[[Any], Value]) -> Value:
+        v = _arg_value(bound["a"], dt, get)
+        if lo is not None:
+            v = Op("maximum", (v, _arg_value(lo, dt, get)), dt, dt)
+        if hi is not None:
+            v = Op("minimum", (v, _arg_value(hi, dt, get)), dt, dt)
+        return v
+
+    nodes = [x for x in (bound["a"], lo, hi) if _is_node(x)]
+    return Lowered("pointwise", nodes, out_meta.shape, build)
+
+
+def _astype_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
+    if len(args) != 2 or set(kwargs) - {"copy"} or kwargs.get("copy", True) is not True:
+        raise _Refuse("astype: only astype(dtype) is lowered")
+    src = _meta(args[0])
+    dt = out_meta.dtype
+    if src is None or (src.dtype.kind == "f" and dt.kind in "iu"):
+        raise _Refuse("astype: float -> integer casts stay in NumPy")
+
+    def build(get: Callable[[Any], Value]) -> Value:
+        v = get(args[0])
+        return v if v.dtype == dt and not isinstance(v, Load) else Op("cast", (v,), dt, v.dtype)
+
+    return Lowered("pointwise", [args[0]], out_meta.shape, build)
+
+
+# -- reductions ------------------------------------------------------------------------------
+
+#: reduction name -> positional parameter names after the array (NumPy's signatures).
+REDUCTIONS: dict[str, tuple[str, ...]] = {
+    "sum": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "prod": ("axis", "dtype", "out", "keepdims", "initial", "where"),
+    "mean": ("axis", "dtype", "out", "keepdims", "where"),
+    "max": ("axis", "out", "keepdims", "initial", "where"),
+    "min": ("axis", "out", "keepdims", "initial", "where"),
+    "any": ("axis", "out", "keepdims", "where"),
+    "all": ("axis", "out", "keepdims", "where"),
+    "argmax": ("axis", "out", "keepdims"),
+    "argmin": ("axis", "out", "keepdims"),
+}
+_FUNC_REDUCTIONS = {np.sum: "sum", np.prod: "prod", np.mean: "mean", np.max: "max",
+                    np.amax: "max", np.min: "min", np.amin: "min", np.any: "any", np.all: "all",
+                    np.argmax: "argmax", np.argmin: "argmin"}
+
+
+def _reduction_plan(node: Any, name: str, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
+    src, rest = args[0], args[1:]
+    params = dict(zip(REDUCTIONS[name], rest))
+    if len(rest) > len(REDUCTIONS[name]) or set(params) & set(kwargs):
+        raise _Refuse(f"{name}: bad arguments")
+    params.update(kwargs)
+    if set(params) - {"axis", "keepdims", "dtype", "out"} or params.get("dtype") is not None \
+            or params.get("out") is not None:
+        raise _Refuse(f"{name}: only axis= and keepdims= are lowered")
+    m = _meta(src) if _is_node(src) else None
+    if m is None:
+        raise _Refuse(f"{name} of a constant")
+    _check_dtype(m.dtype)
+    _check_dtype(out_meta.dtype)
+    keepdims = params.get("keepdims", False)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise _Refuse("keepdims must be a constant bool")
+    axis = params.get("axis")
+    nd = m.ndim
+    if axis is None:
+        axes = tuple(range(nd))
+    else:
+        raw = axis if isinstance(axis, tuple) else (axis,)
+        if name.startswith("arg") and isinstance(axis, tuple):
+            raise _Refuse("argmax/argmin take one axis")
+        if not all(isinstance(a, (int, np.integer)) and -nd <= a < nd for a in raw):
+            raise _Refuse(f"{name}: axis {axis!r}")
+        axes = tuple(sorted({int(a) % nd for a in raw}))
+        if len(axes) != len(raw):
+            raise _Refuse("repeated axis")
+    if name in ("max", "min", "argmax", "argmin", "mean") and any(m.shape[a] == 0 for a in axes):
+        raise _Refuse(f"{name} of an empty axis (NumPy raises or warns)")
+    if nd == 0 and name in ("max", "min", "argmax", "argmin", "mean"):
+        axes = ()
+    acc = {"any": np.dtype(bool), "all": np.dtype(bool), "max": m.dtype, "min": m.dtype,
+           "argmax": m.dtype, "argmin": m.dtype}.get(name, out_meta.dtype)
+    expected = {"argmax": np.dtype(np.intp), "argmin": np.dtype(np.intp)}.get(name, acc)
+    if out_meta.dtype != expected:
+        raise _Refuse(f"{name}: result dtype {out_meta.dtype} != expected {expected}")
+    if acc.kind in "iu" and m.dtype.kind == "f":
+        raise _Refuse("float -> integer accumulation")
+
+    def build(get: Callable[[Any], Value]) -> Value:
+        return get(src)
+
+    return Lowered("reduction", [src], m.shape, build, op=name, axes=axes,
+                   keepdims=bool(keepdims), acc_dtype=acc, out_dtype=out_meta.dtype)
+
+
+# -- dispatch ----------------------------------------------------------------------------------
+
+FUNCTION_BUILDERS: dict[Any, Callable[..., Lowered]] = {np.where: _where_plan, np.clip: _clip_plan}
+METHOD_BUILDERS: dict[str, Callable[..., Lowered]] = {"astype": _astype_plan,
+                                                      "clip": _clip_plan}
+
+
+def _plan(node: Any) -> Lowered:
+    out_meta = _meta(node)
+    if out_meta is None:
+        raise _Refuse("result is not an array/scalar")
+    _check_dtype(out_meta.dtype)
+    args, kwargs, target = tuple(node.args), dict(node.kwargs), node.target
+    if node.op == "call_function":
+        uf = target if isinstance(target, np.ufunc) else OPERATOR_UFUNCS.get(target)
+        if uf is not None:
+            if kwargs:
+                raise _Refuse("ufunc keyword arguments (out=, dtype=, where=, ...)")
+            return _ufunc_plan(node, uf, args, out_meta)
+        if target in _FUNC_REDUCTIONS:
+            return _reduction_plan(node, _FUNC_REDUCTIONS[target], args, kwargs, out_meta)
+        if target in FUNCTION_BUILDERS:
+            return FUNCTION_BUILDERS[target](node, args, kwargs, out_meta)
+    elif node.op == "call_method":
+        if target in REDUCTIONS:
+            return _reduction_plan(node, target, args, kwargs, out_meta)
+        if target in METHOD_BUILDERS:
+            return METHOD_BUILDERS[target](node, args, kwargs, out_meta)
+    raise _Refuse(f"no lowering for {node.op} {getattr(target, '__name__', target)}")
+
+
+def lower(node: Any) -> tuple[Lowered | None, str]:
+    """The plan for ``node`` and "" - or None and the reason it stays a NumPy call."""
+    try:
+        plan = _plan(node)
+        # Dry run: building with placeholder loads must succeed (constants fit, casts allowed).
+        plan.build(lambda n: Load(0, _meta(n).dtype))
+        for x in plan.inputs:
+            _check_dtype(_meta(x).dtype)
+        return plan, ""
+    except _Refuse as exc:
+        return None, str(exc)

@@ -54,7 +54,8 @@ class Codegen:
         n = len(self.result.input_sources)
         self.append(Instr("PRECALL", n))
         self.append(Instr("CALL", n))
-        self.append(Instr("STORE_FAST", GRAPH_OUT))
+        if not self.result.single_output:
+            self.append(Instr("STORE_FAST", GRAPH_OUT))
 
 
 def transform_code(code: types.CodeType, result: GraphResult, return_value: VariableTracker,
@@ -64,7 +65,8 @@ def transform_code(code: types.CodeType, result: GraphResult, return_value: Vari
     prefix = [i for i in original if isinstance(i, Instr) and i.name in PREFIX_OPS]
     gen = Codegen(result, lineno)
     gen.call_graph()
-    return_value.reconstruct(gen)
+    if not result.single_output:
+        return_value.reconstruct(gen)
     gen.append(Instr("RETURN_VALUE"))
 
     nargs = len(argument_names(code))

@@ -43,6 +43,7 @@ class GraphResult:
     graph_module: fx.GraphModule
     compiled_fn: Callable
     graph_outputs: list[fx.Node]
+    single_output: bool
     input_sources: list[Source]
     guards: list[Guard]
     compile_seconds: float = 0.0
@@ -147,16 +148,20 @@ class OutputGraph:
 
     # Compiling -------------------------------------------------------------------------------
 
-    def compile(self, graph_values: list[NDArrayVariable], started: float) -> GraphResult | None:
+    def compile(self, graph_values: list[NDArrayVariable], started: float,
+                single_output: bool = False) -> GraphResult | None:
         """Finish the graph with `graph_values` as outputs and run the backend.
 
-        Returns None when the frame did nothing worth compiling (no operations in the graph).
+        ``single_output``: the frame returns exactly one graph value, so the graph returns it
+        bare (no tuple to build and index on every call). Returns None when the frame did
+        nothing worth compiling (no operations in the graph).
         """
         outputs: list[fx.Node] = []
         for vt in graph_values:
             if vt.node.op != "placeholder" and vt.node not in outputs:
                 outputs.append(vt.node)
-        self.graph.output(tuple(outputs))
+        single_output = single_output and len(outputs) == 1
+        self.graph.output(outputs[0] if single_output else tuple(outputs))
         self.graph.eliminate_dead_code()
         for source, node, _ in list(self.inputs):
             if not node.users:
@@ -187,6 +192,7 @@ class OutputGraph:
             graph_module=gm,
             compiled_fn=compiled,
             graph_outputs=outputs,
+            single_output=single_output,
             input_sources=[source for source, _, _ in self.inputs],
             guards=list(self.guards),
             compile_seconds=t1 - started,

@@ -550,7 +550,8 @@ def trace_frame(frame: Any, backend: Callable) -> CompiledFrame | None:
     tx.run()
     return_value = tx.return_value
     location = tx.user_location()
-    result = tx.output.compile(_graph_values(return_value, []), started)
+    single = isinstance(return_value, NDArrayVariable) and return_value.node.op != "placeholder"
+    result = tx.output.compile(_graph_values(return_value, []), started, single_output=single)
     if result is None:
         return None
     try:

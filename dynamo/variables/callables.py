@@ -236,8 +236,11 @@ class BuiltinVariable(VariableTracker):
         pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
         if pure and _all_constant(args, kwargs):
             return _constant_call(self.fn, args, kwargs)
-        if self.fn in (operator.add, operator.mul, operator.sub, operator.truediv) and len(args) == 2:
-            return tx.binary_op(self.fn, args[0], args[1])
+        if any(isinstance(a, NDArrayVariable) for a in args) and getattr(self.fn, "__module__", "") == "_operator":
+            if len(args) == 2 and not kwargs:
+                return tx.binary_op(self.fn, args[0], args[1])
+            if op_rules.is_supported_function(self.fn):
+                return tx.output.call_function(tx, self.fn, args, kwargs)
         raise Unsupported(f"call to {self.describe()} with these arguments is not supported")
 
 

@@ -109,11 +109,31 @@ void npd_extra_reset(npd_extra *extra) {
     chain_free(chain);
 }
 
+/* Whether `globals` is the __dict__ of a module in sys.modules, i.e. lives about as long as the
+ * interpreter.  Plain dict lookups only: no Python code runs. */
+static int is_module_dict(PyObject *globals) {
+    PyObject *name = PyDict_GetItemString(globals, "__name__"); /* borrowed, never raises */
+    if (name == NULL || !PyUnicode_CheckExact(name)) {
+        return 0;
+    }
+    PyObject *module = PyDict_GetItemWithError(PyImport_GetModuleDict(), name);
+    if (module == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    return PyModule_Check(module) && PyModule_GetDict(module) == globals;
+}
+
+/* Which functions may be kept in the entry.  A kept function holds its globals and closure,
+ * and the entry lives in co_extra, an edge the cycle collector cannot see.  So keeping it is
+ * safe only when that pins nothing new: globals of an imported module (alive anyway; its dict
+ * is cleared at shutdown, which releases the code and the entry) and no closure.  Keeping a
+ * closure would pin the cell contents (e.g. large arrays) of the last call, and with an exec()
+ * namespace or a recursive inner function it forms an uncollectable cycle
+ * (globals -> function -> code -> co_extra -> entry -> kept function -> globals). */
 PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *closure) {
-    PyFunctionObject *cached = (PyFunctionObject *)entry->func;
-    /* Identity, not equality: the function borrows nothing, it holds strong references to
-     * its globals and closure, so an address match cannot be a recycled object. */
-    if (cached != NULL && cached->func_globals == globals && cached->func_closure == closure) {
+    PyFunctionObject *kept = (PyFunctionObject *)entry->func;
+    if (kept != NULL && kept->func_globals == globals && kept->func_closure == closure) {
         return Py_NewRef(entry->func);
     }
     /* PyFunction_New takes name/qualname from the code and builtins from the globals;
@@ -126,10 +146,19 @@ PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *clos
         Py_DECREF(func);
         return NULL;
     }
-    /* Swap first, release after: dropping the old function may run arbitrary code. */
-    PyObject *old = entry->func;
-    entry->func = Py_NewRef(func);
-    Py_XDECREF(old);
+    /* uncached_globals remembers (by address only) the last verdict "not a module dict", so
+     * the per-call cost for such globals is one pointer compare.  A recycled address can only
+     * make us skip caching, never reuse a wrong function. */
+    if (closure == NULL && globals != entry->uncached_globals) {
+        if (is_module_dict(globals)) {
+            /* Swap first, release after: dropping the old function may run arbitrary code. */
+            PyObject *old = entry->func;
+            entry->func = Py_NewRef(func);
+            Py_XDECREF(old);
+        } else {
+            entry->uncached_globals = globals;
+        }
+    }
     return func;
 }
 

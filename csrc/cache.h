@@ -27,7 +27,10 @@ typedef struct npd_entry {
     PyObject *check_fn;     /* guard: check_fn(*arg_slots, f_globals, closure) -> truthy */
     PyObject *new_code;     /* transformed code, run in place of the original */
     PyObject *func;         /* function for new_code, reused while globals/closure match;
-                               may be NULL until the first run */
+                               NULL until first run; only kept when that creates no cycle
+                               (see npd_entry_function) */
+    void *uncached_globals; /* address only, never dereferenced: last globals found not to
+                               be a module dict, so we do not re-check them on every call */
     struct npd_entry *next;
 } npd_entry;
 
@@ -59,8 +62,9 @@ void npd_cache_move_to_front(npd_extra *extra, npd_entry *prev, npd_entry *entry
 void npd_extra_reset(npd_extra *extra);
 
 /* A function object running entry->new_code with these globals and closure (closure may be
- * NULL).  Reuses the entry's function while both are the same objects.  New reference, or
- * NULL with an exception set. */
+ * NULL).  Reuses the entry's function while both are the same objects; keeps a new one in the
+ * entry only for module globals and no closure (else it would pin objects the cycle collector
+ * cannot free).  New reference, or NULL with an exception set. */
 PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *closure);
 
 /* [(check_fn, new_code), ...], most recently hit first.  New reference. */

@@ -11,6 +11,7 @@ import inspect
 import sys
 import threading
 import tracemalloc
+import types
 import weakref
 
 import pytest
@@ -478,6 +479,84 @@ def test_entries_die_with_their_code_object():
     gc.collect()
     assert check_ref() is None
     assert code_ref() is None
+
+
+def test_discarded_exec_namespace_is_freed():
+    """No uncollectable cycle globals -> f -> code -> entry -> shadow function -> globals."""
+
+    def compile_in_fresh_namespace():
+        ns = {}
+        exec("def f(a):\n    return a + 1\ndef g(a):\n    return a + 2\n", ns)
+        f = ns["f"]
+
+        def check(a, f_globals, closure):
+            return True
+
+        rec = Recorder(f.__code__, lambda view: (check, flat(ns["g"])))
+        assert run_with(rec, f, 1) == 3
+        assert run_with(rec, f, 1) == 3  # a hit too
+        return weakref.ref(check), weakref.ref(f), weakref.ref(rec)
+
+    refs = compile_in_fresh_namespace()
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
+
+
+def test_closure_contents_not_retained_after_call():
+    class Big:
+        pass
+
+    def outer(big):
+        def f(a):
+            return (a, big)
+
+        def g(a):
+            return (-a, big)
+        rec = Recorder(f.__code__, lambda view: (lambda *s: True, flat(g)))
+        assert run_with(rec, f, 1) == (-1, big)
+        assert run_with(rec, f, 2) == (-2, big)
+        return f.__code__  # rec (whose answer holds g and so `big`) dies here
+
+    big = Big()
+    big_ref = weakref.ref(big)
+    code = outer(big)
+    del big
+    gc.collect()
+    assert big_ref() is None
+    assert len(C.get_cache_entries(code)) == 1  # the cache outlives the closure
+    C.reset_code(code)
+
+
+def kept_functions(code):
+    return [r for r in gc.get_referrers(code) if isinstance(r, types.FunctionType)]
+
+
+def _module_level_f(a):
+    return a
+
+
+def _module_level_g(a):
+    return -a
+
+
+def test_shadow_function_kept_only_for_module_globals():
+    code = _module_level_f.__code__
+    new_code = flat(_module_level_g)
+    rec = Recorder(code, lambda view: (lambda *s: True, new_code))
+    try:
+        assert run_with(rec, _module_level_f, 1) == -1
+        assert run_with(rec, _module_level_f, 2) == -2
+        assert vars(sys.modules[__name__]) is globals()  # pytest registers the module
+        assert len(kept_functions(new_code)) == 1
+    finally:
+        C.reset_code(code)
+    assert kept_functions(new_code) == []
+
+    ns = {}
+    exec("def f(a):\n    return a\n", ns)
+    rec = Recorder(ns["f"].__code__, lambda view: (lambda *s: True, new_code))
+    assert run_with(rec, ns["f"], 3) == -3
+    assert kept_functions(new_code) == []
 
 
 def test_argument_validation():

@@ -111,8 +111,11 @@ def _kernel_step(k: Kernel, runner: Any, gm: Any) -> Callable[[dict], None]:
 def _build(kernels: list[Kernel], opts: COptions) -> tuple[Any, str]:
     from .build import BuildOptions, build_library
 
-    src = module_source(kernels)
-    cflags = tuple(opts.cflags)
+    src = module_source(kernels, vector_math=opts.vector_math and not opts.fastmath)
+    # No FMA contraction: a*b+c must round twice, as NumPy's separate ufuncs do.
+    base = () if opts.fastmath else ("-ffp-contract=off",)
+    vec = ("-Wl,--no-as-needed", "-lmvec") if opts.vector_math else ()
+    cflags = base + vec + tuple(opts.cflags)
     lib = build_library(src, cdef_for(kernels), BuildOptions(
         compiler=opts.compiler, cflags=cflags, fastmath=opts.fastmath, openmp=True))
     return lib, src

@@ -376,7 +376,9 @@ def reduction_source(k: ReductionKernel) -> str:
         L += lines + [f"    return {names[conv]};", "}"]
         if pairwise:
             L += [
-                f"static {acc} {name}_pw{variant}(const {name}_row *r, int64_t j0, int64_t n)",
+                # noinline: gcc -O3 would otherwise clone the recursion and triple compile time
+                f"__attribute__((noinline)) static {acc} "
+                f"{name}_pw{variant}(const {name}_row *r, int64_t j0, int64_t n)",
                 "{",
                 "    if (n < 8) {",
                 f"        {acc} res = 0;",
@@ -482,9 +484,34 @@ def kernel_source(k: Kernel) -> str:
     return pointwise_source(k) if k.kind == "pointwise" else reduction_source(k)
 
 
-def module_source(kernels: list[Kernel]) -> str:
+#: libm functions glibc's libmvec has vector variants of (glibc >= 2.35). Declaring them
+#: ``omp declare simd`` lets gcc call e.g. ``_ZGVdN4v_exp`` from ``omp simd`` loops without
+#: -ffast-math (glibc's own declarations are only active under __FAST_MATH__).
+VECTOR_MATH = frozenset(
+    "exp log sin cos pow acos acosh asin asinh atan atan2 atanh cbrt cosh exp2 expm1 hypot "
+    "log10 log1p log2 sinh tan tanh".split()
+)
+
+
+def _simd_declarations(kernels: list[Kernel]) -> str:
+    used: set[tuple[str, np.dtype]] = set()
+    for k in kernels:
+        values = k.outputs if k.kind == "pointwise" else [k.value]
+        for v in walk(values):
+            if isinstance(v, Op) and FLOAT_MATH.get(v.name) in VECTOR_MATH:
+                used.add((FLOAT_MATH[v.name], np.dtype(v.dtype)))
+    lines = []
+    for fn, dt in sorted(used, key=str):
+        t = ctype(dt)
+        params = ", ".join([t] * (2 if fn in ("pow", "atan2", "hypot") else 1))
+        lines.append(f"#pragma omp declare simd notinbranch\nextern {t} {fn}{_suffix(dt)}({params});")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def module_source(kernels: list[Kernel], vector_math: bool = True) -> str:
     """One translation unit holding every kernel of a graph."""
-    return _PROLOGUE + "\n" + "\n".join(kernel_source(k) for k in kernels)
+    decls = _simd_declarations(kernels) if vector_math else ""
+    return _PROLOGUE + decls + "\n" + "\n".join(kernel_source(k) for k in kernels)
 
 
 def cdef_for(kernels: list[Kernel]) -> str:

@@ -43,6 +43,8 @@ class COptions:
     #: Replay the kernel's floating-point exception flags through NumPy's error machinery
     #: (warnings per ``np.errstate``). Kernels never run when a mode is 'raise'/'call'/'print'/'log'.
     fp_errors: bool = True
+    #: Call glibc's vector math (libmvec, <= 4 ULP) from vectorised loops.
+    vector_math: bool = True
 
 
 def _from_env() -> COptions:

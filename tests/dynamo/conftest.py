@@ -1,0 +1,198 @@
+"""Shared fixtures for the end-to-end translator tests (tests/dynamo/).
+
+Comes in: test functions that ask for `backend` (a counting backend that keeps every graph module
+it was given) or `check` (the eager-vs-compiled oracle). Goes out: assertions that a user function
+compiled through the public API (`dynamo.compile(fn, backend=...)`) behaves exactly like plain
+NumPy. Every test starts from empty caches (`dynamo.reset()`, autouse).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import dynamo
+
+
+class CountingBackend:
+    """`backend(gm, example_inputs) -> callable`: runs the graph as NumPy and remembers it."""
+
+    def __init__(self) -> None:
+        self.graphs: list[Any] = []
+        self.example_inputs: list[list[Any]] = []
+
+    def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable:
+        self.graphs.append(gm)
+        self.example_inputs.append(list(example_inputs))
+        return gm.forward
+
+    @property
+    def count(self) -> int:
+        return len(self.graphs)
+
+    def ops(self, index: int = -1) -> list[Any]:
+        """The call nodes of one recorded graph (the last one by default)."""
+        return [n for n in self.graphs[index].graph.nodes if n.op in ("call_function", "call_method")]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+@pytest.fixture
+def backend() -> CountingBackend:
+    return CountingBackend()
+
+
+# The oracle ------------------------------------------------------------------------------------
+
+
+def assert_same(expected: Any, actual: Any, where: str = "result") -> None:
+    """Same structure, exact types, dtypes, shapes, strides and bit-identical values."""
+    assert type(actual) is type(expected), (
+        f"{where}: type {type(actual).__name__} != eager {type(expected).__name__} "
+        f"(eager={expected!r}, compiled={actual!r})"
+    )
+    if isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            assert_same(e, a, f"{where}[{i}]")
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_same(expected[key], actual[key], f"{where}[{key!r}]")
+    elif isinstance(expected, (np.ndarray, np.generic)):
+        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"
+        np.testing.assert_array_equal(actual, expected, err_msg=where, strict=True)
+        # Bit-identical (also tells -0.0 from 0.0 and NaN payloads): the eager backend runs the
+        # very same NumPy calls, so any difference is a translation bug, not rounding.
+        assert np.ascontiguousarray(actual).tobytes() == np.ascontiguousarray(expected).tobytes(), (
+            f"{where}: values differ in their bits"
+        )
+        if isinstance(expected, np.ndarray):
+            assert actual.strides == expected.strides, (
+                f"{where}: strides {actual.strides} != eager {expected.strides}"
+            )
+    elif isinstance(expected, float) and math.isnan(expected):
+        assert math.isnan(actual), f"{where}: {actual!r} != nan"
+    else:
+        assert actual == expected, f"{where}: {actual!r} != eager {expected!r}"
+
+
+def _views(result: Any, args: tuple) -> list[list[bool]]:
+    """For each array in `result` (flattened), which array arguments it shares memory with."""
+    flat: list[np.ndarray] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            flat.append(value)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+
+    walk(result)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    return [[np.shares_memory(r, a) for a in arrays] for r in flat]
+
+
+class View:
+    """An argument that is a view (non-contiguous, transposed, offset) of a fresh `base` copy.
+
+    Deep copies make contiguous arrays, so layout-sensitive inputs are built per run instead:
+    ``View(np.arange(12.).reshape(3, 4), lambda b: b.T)``. Mutations are compared on the base.
+    """
+
+    def __init__(self, base: np.ndarray, make: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.base = base
+        self.make = make
+
+
+def _prepare(args: tuple, kwargs: dict) -> tuple[tuple, dict, Any]:
+    """Fresh copies to call with, and what to compare afterwards (views: their bases)."""
+    bases = {i: a.base.copy(order="K") for i, a in enumerate(args) if isinstance(a, View)}
+    plain_args, call_kwargs = copy.deepcopy(
+        (tuple(None if isinstance(a, View) else a for a in args), kwargs))
+    call_args = tuple(args[i].make(bases[i]) if i in bases else a for i, a in enumerate(plain_args))
+    observed = tuple(bases.get(i, a) for i, a in enumerate(call_args))
+    return call_args, call_kwargs, (observed, call_kwargs)
+
+
+def _run(fn: Callable, args: tuple, kwargs: dict) -> tuple[str, Any]:
+    try:
+        return "ok", fn(*args, **kwargs)
+    except Exception as exc:  # the oracle compares exceptions too
+        return "raised", exc
+
+
+def run_check(backend: CountingBackend, fn: Callable, *args: Any, graphs: int | None = 1,
+              compare_values: bool = True, **kwargs: Any) -> Any:
+    """Eager `fn` vs `dynamo.compile(fn)` on deep copies of the arguments, called twice.
+
+    Asserts equal results (see `assert_same`), equal view-vs-copy relations to the arguments,
+    equal mutations of the arguments, the same exception type and message when eager raises,
+    `graphs` graphs captured by the first call and none by the second (a cache hit). Any
+    warning (e.g. npdynamo falling back after an internal error) fails the test.
+    Returns the eager result.
+    """
+    eager_args, eager_kwargs, eager_seen = _prepare(args, kwargs)
+    with warnings.catch_warnings():  # the same filter as the compiled runs, for symmetry
+        warnings.simplefilter("error")
+        status, expected = _run(fn, eager_args, eager_kwargs)
+    compiled = dynamo.compile(fn, backend=backend)
+    before = backend.count
+    for attempt in ("first call", "second call (cache hit)"):
+        comp_args, comp_kwargs, comp_seen = _prepare(args, kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            comp_status, actual = _run(compiled, comp_args, comp_kwargs)
+        if status == "raised":
+            assert comp_status == "raised", f"{attempt}: eager raised {expected!r}, compiled returned {actual!r}"
+            assert type(actual) is type(expected), f"{attempt}: raised {actual!r}, eager raised {expected!r}"
+            assert str(actual) == str(expected), f"{attempt}: message {actual}, eager {expected}"
+        else:
+            if comp_status == "raised":
+                raise AssertionError(f"{attempt}: compiled raised, eager returned {expected!r}") from actual
+            if compare_values:
+                assert_same(expected, actual, f"{attempt}: result")
+            else:  # np.empty & co: only the metadata is defined
+                assert type(actual) is type(expected)
+                assert actual.dtype == expected.dtype and actual.shape == expected.shape
+            assert _views(actual, comp_args) == _views(expected, eager_args), (
+                f"{attempt}: view-vs-copy relation to the arguments differs from eager"
+            )
+        assert_same(eager_seen, comp_seen, f"{attempt}: arguments after the call")
+        if graphs is None:  # the caller does not pin the number of graphs
+            continue
+        if attempt == "first call":
+            assert backend.count - before == graphs, (
+                f"expected {graphs} captured graph(s), got {backend.count - before}"
+            )
+            before = backend.count
+        else:
+            assert backend.count == before, "the second call with equal inputs recompiled"
+    return expected
+
+
+@pytest.fixture
+def check(backend: CountingBackend) -> Callable[..., Any]:
+    """``check(fn, *args, graphs=1, compare_values=True, **kwargs)`` — see `run_check`."""
+
+    def _check(fn: Callable, *args: Any, graphs: int | None = 1, compare_values: bool = True,
+               **kwargs: Any) -> Any:
+        return run_check(backend, fn, *args, graphs=graphs, compare_values=compare_values, **kwargs)
+
+    _check.view = View  # type: ignore[attr-defined]
+    _check.backend = backend  # type: ignore[attr-defined]
+    return _check

@@ -11,8 +11,7 @@ import glob
 import os
 import sys
 
-from setuptools import Extension, find_packages, setup
-
+# Checked before importing setuptools so the message is the first thing anyone sees.
 # The PEP 523 hook reads CPython's private frame layout, which changes in every minor
 # version; stop before the compiler produces a confusing error (csrc/cpython_compat.h
 # also has an #error for the same reason).
@@ -21,6 +20,8 @@ if sys.version_info[:2] != (3, 11):
         "npdynamo supports CPython 3.11 only; you have %d.%d. "
         "Install it with a Python 3.11 interpreter." % sys.version_info[:2]
     )
+
+from setuptools import Extension, find_packages, setup  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCES = sorted(os.path.relpath(p, HERE) for p in glob.glob(os.path.join(HERE, "csrc", "*.c")))

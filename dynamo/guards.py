@@ -71,49 +71,51 @@ class GuardBuilder:
         key = id(obj)
         if key not in self._names:
             safe = "".join(ch if ch.isalnum() else "_" for ch in hint)[:30]
-            name = f"___{safe}_{next(self._counter)}"
+            name = f"___{safe}" if f"___{safe}" not in self.scope else f"___{safe}_{next(self._counter)}"
             self._names[key] = name
             self.scope[name] = obj
         return self._names[key]
 
-    def expr(self, guard: Guard) -> str:
+    def checks(self, guard: Guard) -> list[str]:
         return getattr(self, guard.kind)(guard.source.guard_expr(), guard.expected)
 
-    # One method per guard kind -------------------------------------------------------------
+    # One method per guard kind; each returns the guard's checks, cheapest and most basic first.
 
-    def TYPE_MATCH(self, e: str, expected: type) -> str:
-        return f"type({e}) is {self.const(expected, expected.__name__)}"
+    def TYPE_MATCH(self, e: str, expected: type) -> list[str]:
+        return [f"type({e}) is {self.const(expected, expected.__name__)}"]
 
-    def ID_MATCH(self, e: str, expected: _Identity) -> str:
+    def ID_MATCH(self, e: str, expected: _Identity) -> list[str]:
         obj = expected.obj
-        return f"{e} is {self.const(obj, getattr(obj, '__name__', type(obj).__name__))}"
+        return [f"{e} is {self.const(obj, getattr(obj, '__name__', type(obj).__name__))}"]
 
-    def CONSTANT_MATCH(self, e: str, expected: tuple[type, object]) -> str:
+    def CONSTANT_MATCH(self, e: str, expected: tuple[type, object]) -> list[str]:
         typ, value = expected
-        type_check = f"type({e}) is {self.const(typ, typ.__name__)}"
         if value is None:
-            return f"{e} is None"
+            return [f"{e} is None"]
+        checks = [f"type({e}) is {self.const(typ, typ.__name__)}"]
         if typ is float and value != value:
-            return f"{type_check} and {e} != {e}"
-        if typ in _SIMPLE_CONSTANT_TYPES or (typ is float and abs(value) != float("inf")):
-            return f"{type_check} and {e} == {value!r}"
-        return f"{type_check} and {e} == {self.const(value, 'value')}"
+            checks.append(f"{e} != {e}")
+        elif typ in _SIMPLE_CONSTANT_TYPES or (typ is float and abs(value) != float("inf")):
+            checks.append(f"{e} == {value!r}")
+        else:
+            checks.append(f"{e} == {self.const(value, 'value')}")
+        return checks
 
-    def NDARRAY_MATCH(self, e: str, expected: tuple[np.dtype, tuple[int, ...], bool]) -> str:
+    def NDARRAY_MATCH(self, e: str, expected: tuple[np.dtype, tuple[int, ...], bool]) -> list[str]:
         dtype, shape, contiguous = expected
-        d = self.const(dtype, f"dtype_{dtype.name}")
-        text = f"type({e}) is ___ndarray and ({e}.dtype is {d} or {e}.dtype == {d}) and {e}.shape == {shape!r}"
+        d = self.const(dtype, dtype.name)
+        checks = [f"type({e}) is ___ndarray", f"({e}.dtype is {d} or {e}.dtype == {d})", f"{e}.shape == {shape!r}"]
         if contiguous:
-            text += f" and {e}.flags.c_contiguous"
-        return text
+            checks.append(f"{e}.flags.c_contiguous")
+        return checks
 
-    def SEQUENCE_LENGTH(self, e: str, expected: tuple[type, int]) -> str:
+    def SEQUENCE_LENGTH(self, e: str, expected: tuple[type, int]) -> list[str]:
         typ, length = expected
-        return f"type({e}) is {self.const(typ, typ.__name__)} and len({e}) == {length}"
+        return [f"type({e}) is {self.const(typ, typ.__name__)}", f"len({e}) == {length}"]
 
-    def NOT_IN_GLOBALS(self, e: str, expected: str) -> str:
+    def NOT_IN_GLOBALS(self, e: str, expected: str) -> list[str]:
         # `e` is ``___globals['name']``; the name must keep resolving to the builtin.
-        return f"{expected!r} not in ___globals"
+        return [f"{expected!r} not in ___globals"]
 
 
 def _depth(source: Source) -> int:
@@ -131,12 +133,13 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> 
     builder = GuardBuilder()
     # A base object's type is checked before its items and attributes are read.
     ordered = sorted(set(guards), key=lambda g: (_depth(g.source), g.order))
-    parts = [builder.expr(g) for g in ordered]
-    params = ", ".join([*argnames, "___globals", "___closure"])
+    per_guard = [builder.checks(g) for g in ordered]
+    parts = [check for checks in per_guard for check in checks]
+    names = [*argnames, "___globals", "___closure"]
     fn_name = f"___check_{''.join(ch if ch.isalnum() else '_' for ch in code_name)}_{next(_check_counter)}"
-    body = " and\n            ".join(f"({p})" for p in parts) if parts else "True"
+    body = " and\n            ".join(parts) if parts else "True"
     source = (
-        f"def {fn_name}({params}):\n"
+        f"def {fn_name}({', '.join(names)}):\n"
         f"    try:\n"
         f"        return ({body})\n"
         f"    except Exception:\n"
@@ -146,20 +149,30 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> 
     exec(compile(source, f"<guards {fn_name}>", "exec"), scope)
     check_fn = scope[fn_name]
     check_fn.source = source
-    check_fn.guards = [f"{p}    # {g.source.name()}: {g.kind}" for g, p in zip(ordered, parts)]
+    check_fn.guards = [f"{' and '.join(checks)}    # {g.source.name()}: {g.kind}" for g, checks in zip(ordered, per_guard)]
 
     def first_failure(*args: object) -> str | None:
-        """The first guard that fails for these argument slots, globals and closure."""
+        """The first check that fails for these argument slots, globals and closure, with the
+        actual value of what it inspects (e.g. ``x.shape == (8,)  (x.shape is (9,))``)."""
         env = dict(builder.scope)
-        env.update(zip([*argnames, "___globals", "___closure"], args))
+        env.update(zip(names, args))
         for part in parts:
             try:
                 ok = eval(part, env)
             except Exception as exc:  # a failing access is a failing guard
                 return f"{part}  (raised {type(exc).__name__}: {exc})"
             if not ok:
-                return part
+                return f"{part}  ({_actual(part, env)})"
         return None
 
     check_fn.first_failure = first_failure
     return check_fn
+
+
+def _actual(check: str, env: dict) -> str:
+    """What the failing check looked at, for the message: ``x.dtype is float32``."""
+    subject = check.strip("()").split(" is ")[0].split(" == ")[0].split(" != ")[0]
+    try:
+        return f"{subject} is {eval(subject, env)!r}"
+    except Exception as exc:
+        return f"{subject} raised {type(exc).__name__}"

@@ -171,7 +171,8 @@ class OutputGraph:
             return None
         self.graph.lint()
         name = re.sub(r"\W", "_", self.code_name)
-        gm = fx.GraphModule(self.graph, name=f"graph_{name}_{next(_graph_counter)}")
+        gm_name = f"graph_{name}_{next(_graph_counter)}"
+        gm = fx.GraphModule(self.graph, name=gm_name)
         example_inputs = [value for _, _, value in self.inputs]
         t0 = time.perf_counter()
         try:
@@ -181,6 +182,9 @@ class OutputGraph:
                                f"{type(exc).__name__}: {exc}") from exc
         if not callable(compiled):
             raise BackendError(f"backend returned {type(compiled).__name__}, expected a callable")
+        if compiled is gm.forward:
+            # Shown in the transformed bytecode as LOAD_CONST <function graph_f_0 ...>.
+            compiled.__qualname__ = compiled.__name__ = gm_name
         t1 = time.perf_counter()
         for placeholder in self.graph.find_nodes(op="placeholder"):
             if placeholder.meta.get("guard_layout"):

@@ -85,18 +85,22 @@ int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code) 
     e->func = NULL;
     e->next = extra->head;
     extra->head = e;
-    extra->version++;
     return 0;
 }
 
-void npd_cache_move_to_front(npd_extra *extra, npd_entry *prev, npd_entry *entry) {
-    if (prev == NULL) {
-        return; /* already the head */
+void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry) {
+    /* Find the predecessor now rather than trusting one remembered before a guard ran: other
+     * threads (the GIL is released inside Python guards) may have reordered the list. */
+    npd_entry *prev = NULL;
+    for (npd_entry *e = extra->head; e != NULL && e != entry; e = e->next) {
+        prev = e;
+    }
+    if (prev == NULL || prev->next != entry) {
+        return; /* already the head (or, impossibly, not in the list) */
     }
     prev->next = entry->next;
     entry->next = extra->head;
     extra->head = entry;
-    extra->version++;
 }
 
 void npd_extra_reset(npd_extra *extra) {
@@ -131,13 +135,15 @@ static int is_module_dict(PyObject *globals) {
  * closure would pin the cell contents (e.g. large arrays) of the last call, and with an exec()
  * namespace or a recursive inner function it forms an uncollectable cycle
  * (globals -> function -> code -> co_extra -> entry -> kept function -> globals). */
-PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *closure) {
+PyObject *npd_entry_function(npd_extra *extra, npd_entry *entry, PyObject *globals,
+                             PyObject *closure) {
     PyFunctionObject *kept = (PyFunctionObject *)entry->func;
     if (kept != NULL && kept->func_globals == globals && kept->func_closure == closure) {
         return Py_NewRef(entry->func);
     }
     /* PyFunction_New takes name/qualname from the code and builtins from the globals;
      * defaults are irrelevant because every argument is passed positionally. */
+    unsigned long version = extra->version;
     PyObject *func = PyFunction_New(entry->new_code, globals);
     if (func == NULL) {
         return NULL;
@@ -145,6 +151,9 @@ PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *clos
     if (closure != NULL && PyFunction_SetClosure(func, closure) < 0) {
         Py_DECREF(func);
         return NULL;
+    }
+    if (extra->version != version) {
+        return func; /* a GC finalizer run by the allocation reset the cache: `entry` is gone */
     }
     /* uncached_globals remembers (by address only) the last verdict "not a module dict", so
      * the per-call cost for such globals is one pointer compare.  A recycled address can only
@@ -170,7 +179,7 @@ PyObject *npd_cache_as_list(npd_extra *extra) {
 restart:
     for (npd_entry *e = extra->head; e != NULL; e = e->next) {
         unsigned long version = extra->version;
-        /* Allocation may trigger a GC pass whose finalizers could edit this very list. */
+        /* Allocation may trigger a GC pass whose finalizers could reset this very cache. */
         PyObject *pair = PyTuple_Pack(2, e->check_fn, e->new_code);
         if (pair == NULL || PyList_Append(list, pair) < 0) {
             Py_XDECREF(pair);

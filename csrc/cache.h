@@ -39,8 +39,8 @@ typedef struct {
     npd_entry *head;      /* most recently hit first */
     Py_ssize_t hits;
     Py_ssize_t misses;
-    unsigned long version; /* bumped whenever the list changes: lets the hook notice that
-                              Python code it called edited the list under it */
+    unsigned long version; /* bumped whenever entries are freed: lets the hook notice that
+                              Python code it called may have freed the entry it holds */
 } npd_extra;
 
 /* Request the co_extra index; call once at module init.  Returns -1 with an exception set. */
@@ -55,8 +55,8 @@ npd_extra *npd_extra_get_or_create(PyCodeObject *code);
 /* Prepend a new entry (strong references taken).  -1 with MemoryError on failure. */
 int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code);
 
-/* Move `entry` (whose predecessor is `prev`, NULL if it is the head) to the front. */
-void npd_cache_move_to_front(npd_extra *extra, npd_entry *prev, npd_entry *entry);
+/* Move `entry` (which must be in the list) to the front. */
+void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry);
 
 /* Drop all entries, the state flag and the counters (the struct itself stays attached). */
 void npd_extra_reset(npd_extra *extra);
@@ -65,7 +65,8 @@ void npd_extra_reset(npd_extra *extra);
  * NULL).  Reuses the entry's function while both are the same objects; keeps a new one in the
  * entry only for module globals and no closure (else it would pin objects the cycle collector
  * cannot free).  New reference, or NULL with an exception set. */
-PyObject *npd_entry_function(npd_entry *entry, PyObject *globals, PyObject *closure);
+PyObject *npd_entry_function(npd_extra *extra, npd_entry *entry, PyObject *globals,
+                             PyObject *closure);
 
 /* [(check_fn, new_code), ...], most recently hit first.  New reference. */
 PyObject *npd_cache_as_list(npd_extra *extra);

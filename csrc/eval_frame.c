@@ -119,8 +119,10 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
     buf[2 + nargs] = closure != NULL ? closure : Py_None;
 
     int found = 0;
-    npd_entry *prev = NULL;
-    for (npd_entry *e = extra->head; e != NULL; prev = e, e = e->next) {
+    /* Entries are never freed while we hold `e` unless `version` moves.  Prepends and
+     * reorders by other threads (the GIL is released inside Python guards) keep `e` and
+     * `e->next` valid; at worst a guard is asked twice or skipped (a spurious miss). */
+    for (npd_entry *e = extra->head; e != NULL; e = e->next) {
         unsigned long version = extra->version;
         PyObject *check_fn = Py_NewRef(e->check_fn); /* survives even if the entry dies */
         PyObject *res = PyObject_Vectorcall(
@@ -136,12 +138,12 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
         }
         Py_DECREF(check_fn);
         if (extra->version != version) {
-            break; /* the guard edited this cache: `e` may be gone; call it a miss */
+            break; /* entries were freed (reset_code): `e` may be gone; call it a miss */
         }
         if (ok) {
-            npd_cache_move_to_front(extra, prev, e);
+            npd_cache_move_to_front(extra, e);
             extra->hits++;
-            *func_out = npd_entry_function(e, globals, closure);
+            *func_out = npd_entry_function(extra, e, globals, closure);
             found = *func_out != NULL ? 1 : -1;
             break;
         }
@@ -162,6 +164,14 @@ static int check_new_code(PyCodeObject *code, PyObject *new_code, Py_ssize_t nar
         return -1;
     }
     PyCodeObject *nc = (PyCodeObject *)new_code;
+    if (nc == code) {
+        /* Running the original code as its own shadow would hit this entry again, forever. */
+        PyErr_Format(PyExc_ValueError,
+                     "eval-frame callback returned the frame's own code object for %U as "
+                     "new_code; return None to run the frame unmodified",
+                     code->co_qualname);
+        return -1;
+    }
     if (nc->co_argcount != nargs || nc->co_kwonlyargcount != 0 ||
         (nc->co_flags & (CO_VARARGS | CO_VARKEYWORDS | NPD_NEVER_FLAGS)) ||
         npd_code_nfreevars(nc) != npd_code_nfreevars(code)) {
@@ -220,7 +230,7 @@ static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
     }
     new_extra->state = NPD_SKIP;
     Py_DECREF(result);
-    *func_out = npd_entry_function(extra->head, npd_frame_globals(frame),
+    *func_out = npd_entry_function(extra, extra->head, npd_frame_globals(frame),
                                    npd_frame_closure(frame));
     return *func_out != NULL ? 1 : -1;
 }

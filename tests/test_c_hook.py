@@ -425,6 +425,16 @@ def test_new_code_with_wrong_layout_raises():
         run_with(rec, f, 1)
 
 
+def test_new_code_must_not_be_the_original_code():
+    def f(a):
+        return a
+
+    rec = Recorder(f.__code__, lambda view: (lambda *s: True, f.__code__))
+    with pytest.raises(ValueError, match="own code object"):
+        run_with(rec, f, 1)
+    assert C.get_code_state(f.__code__) == C.DEFAULT
+
+
 def test_generators_and_coroutines_not_intercepted():
     def gen(a):
         yield a
@@ -460,6 +470,77 @@ def test_nested_frames_of_new_code_are_captured():
 
     assert run_with(cb, f, 1) == 2
     assert seen == ["f", "helper"]
+
+
+def test_reset_code_inside_a_guard_is_a_miss():
+    def f(a):
+        return a
+
+    def g(a):
+        return a + 1
+
+    def resetting_guard(a, f_globals, closure):
+        C.reset_code(f.__code__)  # frees this very entry while it is being checked
+        return True
+
+    answers = iter([(resetting_guard, flat(g)), (lambda *s: True, flat(g))])
+    rec = Recorder(f.__code__, lambda view: next(answers))
+    previous = C.set_eval_frame(rec)
+    try:
+        assert f(1) == 2
+        assert f(1) == 2  # guard resets the cache -> miss -> second answer
+        assert f(1) == 2  # hit on the new entry
+    finally:
+        C.set_eval_frame(previous)
+    assert len(rec.views) == 2
+    assert len(C.get_cache_entries(f.__code__)) == 1
+
+
+def test_truthiness_of_guard_results(monkeypatch):
+    class BadBool:
+        def __bool__(self):
+            raise RuntimeError("no truth")
+
+    def f(a):
+        return "original"
+
+    def g(a):
+        return "new"
+
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", reports.append)
+    results = {"one": 1, "empty": [], "bad": BadBool()}
+    rec = Recorder(f.__code__, lambda view: (lambda a, glb, c: results[a], flat(g)))
+    previous = C.set_eval_frame(rec)
+    try:
+        for key in ("one", "one", "empty", "bad"):
+            assert f(key) == "new"
+    finally:
+        C.set_eval_frame(previous)
+    # "one" compiles then hits; "empty" and "bad" miss every entry and compile again.
+    assert len(rec.views) == 3
+    assert [r.exc_type for r in reports] == [RuntimeError] * 2
+
+
+def test_many_arguments_and_recursion():
+    def f(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, n):
+        return n if n == 0 else f(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13,
+                                  a14, a15, a16, a17, n - 1)
+
+    def g(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, n):
+        return 100 + a17 if n == 0 else f(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11,
+                                          a12, a13, a14, a15, a16, a17, n - 1)
+
+    seen = []
+
+    def check(*args):
+        seen.append(len(args))
+        return True
+
+    rec = Recorder(f.__code__, lambda view: (check, flat(g)))
+    assert run_with(rec, f, *range(18), 5) == 117  # recursion goes through the cache
+    assert len(rec.views) == 1 and seen == [21] * 5
+    assert C.code_stats(f.__code__) == (5, 1)
 
 
 def test_entries_die_with_their_code_object():
@@ -576,36 +657,52 @@ def test_argument_validation():
 
 
 def test_four_threads():
+    """Threads share one cache; guards run while other threads reorder and extend it."""
+
     def f(a):
         return a + 1
 
     def g(a):
         return a * 2
 
+    def guard_for(parity):
+        def check(a, f_globals, closure):
+            sum(range(50))  # a little Python work, so threads switch inside guards
+            return a % 2 == parity
+        return check
+
     errors, results = [], {}
     barrier = threading.Barrier(4)
 
     def worker(i):
         try:
-            rec = Recorder(f.__code__, lambda view: (lambda a, glb, c: a >= 0, flat(g)))
+            rec = Recorder(f.__code__, lambda view: (guard_for(view.args[0] % 2), flat(g)))
             barrier.wait()
             previous = C.set_eval_frame(rec)
             try:
-                results[i] = [f(n) for n in range(2000)]
+                results[i] = [f(n) for n in range(3000)]
             finally:
                 C.set_eval_frame(previous)
             assert C.get_eval_frame() is None
         except BaseException as exc:  # reported in the main thread
             errors.append(exc)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    old_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(old_interval)
     assert errors == []
-    assert all(results[i] == [2 * n for n in range(2000)] for i in range(4))
-    assert 1 <= len(C.get_cache_entries(f.__code__)) <= 4
+    assert all(results[i] == [2 * n for n in range(3000)] for i in range(4))
+    entries = C.get_cache_entries(f.__code__)
+    assert 2 <= len(entries) <= 40  # spurious misses under contention are allowed, not growth
+    hits, misses = C.code_stats(f.__code__)
+    assert hits + misses == 4 * 3000
 
 
 def test_other_threads_are_not_intercepted():

@@ -195,4 +195,6 @@ def check(backend: CountingBackend) -> Callable[..., Any]:
 
     _check.view = View  # type: ignore[attr-defined]
     _check.backend = backend  # type: ignore[attr-defined]
+    _check.run_check = run_check  # type: ignore[attr-defined]  # with another backend
+    _check.CountingBackend = CountingBackend  # type: ignore[attr-defined]
     return _check

@@ -296,6 +296,10 @@ static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
     if (callback == Py_False && (extra == NULL || extra->head == NULL)) {
         return npd_eval_default(ts, frame, throw_flag);
     }
+    if (_Py_IsFinalizing()) {
+        /* Modules are being torn down: guards and the compiler would see half-dead state. */
+        return npd_eval_default(ts, frame, throw_flag);
+    }
     return intercept(ts, frame, extra);
 }
 

@@ -8,6 +8,7 @@ argument validation by running the real NumPy callable on *stand-ins*, never on 
   at most one element. Equal dimensions stay equal and broadcastable ones stay broadcastable, so
   NumPy still rejects bad dtypes, axes, casts and empty reductions exactly as it would on the real
   data; the rule itself then computes the true shape and checks what depends on absolute sizes.
+  (``shrink2`` caps dimensions at 2 instead, for NumPy code that treats length 1 specially.)
 * ``view``: every traced array becomes a zero-strided view of one element with the full shape
   (``np.broadcast_to``). Only for functions that return views (reshape, transpose, basic indexing,
   ...), whose result then *is* the answer.
@@ -85,7 +86,8 @@ def _standin(meta: ArrayMeta, mode: str) -> Any:
         return np.zeros((), meta.dtype)[()]
     if mode == "view":
         return np.broadcast_to(np.zeros((), meta.dtype), meta.shape)
-    return np.zeros(tuple(min(d, 1) for d in meta.shape), meta.dtype)
+    cap = 2 if mode == "shrink2" else 1
+    return np.zeros(tuple(min(d, cap) for d in meta.shape), meta.dtype)
 
 
 @dataclass

@@ -47,11 +47,13 @@ def _filled_rule(call: Call) -> Result:
 @register(np.zeros_like, np.ones_like, np.empty_like, np.full_like)
 def _like_rule(call: Call) -> Result:
     b = call.bind().arguments
+    proto = next(iter(b.values()))  # "a" or "prototype", depending on the function
     if b["shape"] is not None:
         shape = as_shape(b["shape"])
         res = _run_with(call, shape=shrunk(shape))
+        check_size(shape, res.dtype, call.name)
     else:
-        shape = shape_of(b["a"])
+        shape = shape_of(proto)
         res = call.run()
     if "fill_value" in b and broadcast(shape_of(b["fill_value"]), shape) != shape:
         raise RuleError(f"{call.name}: fill_value does not broadcast to {shape}")
@@ -94,10 +96,23 @@ def _arange_rule(call: Call) -> Result:
         length = 0
     if length <= _SMALL:
         return call.result(call.run())
-    # same argument types, a step so large that the result has at most 2 elements
-    res = _run_with(call, step=step * (length // 2 + 1))
+    # the dtype comes from the argument types alone: ask NumPy for an empty range whose stop
+    # has the same type as the real one
+    try:
+        if b["stop"] is None:
+            res = _run_with(call, start_or_stop=_same_type(b["start_or_stop"], 0))
+        else:
+            res = _run_with(call, stop=_same_type(stop, b["start_or_stop"]))
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise RuleError(f"np.arange: cannot evaluate the dtype of {call.args}: {exc}") from exc
     check_size((length,), res.dtype, "np.arange")
     return call.result(res, (length,))
+
+
+def _same_type(template: Any, value: Any) -> Any:
+    if isinstance(template, np.generic):
+        return template.dtype.type(value)
+    return type(template)(value)
 
 
 @register(np.linspace)

@@ -99,7 +99,10 @@ def _tensordot_rule(call: Call) -> Result:
 def _einsum_rule(call: Call) -> Result:
     if not call.args or not isinstance(call.args[0], str):
         raise RuleError("np.einsum: only the subscripts-string form is supported by the rules")
-    res = call.run()  # NumPy validates the subscripts, operand count and dimension counts
+    # NumPy validates the subscripts, operand count and dimension counts. With optimize=,
+    # length-1 dimensions keep NumPy from using tensordot (which returns 0-d arrays, not
+    # scalars), so the stand-ins keep lengths up to 2.
+    res = call.run("shrink2")
     subs = call.args[0].replace(" ", "")
     shapes = [shape_of(x) for x in call.args[1:]]
     lhs, arrow, rhs = subs.partition("->")
@@ -127,6 +130,9 @@ def _einsum_rule(call: Call) -> Result:
                                                            if n == 1))
     pre, dots, post = rhs.partition("...")
     shape = tuple(sizes[c] for c in pre) + (ell if dots else ()) + tuple(sizes[c] for c in post)
+    if not shape and call.kwargs.get("optimize") and len(shapes) > 2:
+        raise RuleError("np.einsum(optimize=...) with a 0-d result: whether it is a scalar or a "
+                        "0-d array depends on the contraction path chosen for the real sizes")
     out = call.kwargs.get("out")
     if out is not None and (not isinstance(out, ArrayMeta) or out.shape != shape):
         raise RuleError(f"np.einsum: out= must be a traced array of shape {shape}")

@@ -28,6 +28,8 @@ CUMULATIVE = (np.cumsum, np.cumprod, np.nancumsum, np.nancumprod)
 
 
 def reduced_shape(shape: tuple[int, ...], axis: object, keepdims: bool) -> tuple[int, ...]:
+    if not shape:  # NumPy accepts axis 0 / -1 / (0,) on 0-d arrays (validated by the run)
+        return ()
     axes = normalize_axes(axis, len(shape))
     if keepdims:
         return tuple(1 if i in axes else d for i, d in enumerate(shape))
@@ -58,7 +60,8 @@ def _cumulative_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind().arguments
     shape_in = shape_of(b["a"])
-    shape = (prod(shape_in),) if b["axis"] is None else shape_in
+    # a 0-d input always gives a 1-d result
+    shape = (prod(shape_in),) if b["axis"] is None or not shape_in else shape_in
     out = b.get("out")
     if out is not None and (not isinstance(out, ArrayMeta) or out.shape != shape):
         raise RuleError(f"{call.name}: out= must be a traced array of shape {shape}")

@@ -32,7 +32,8 @@ def view_rule(call: Call) -> Result:
     if kwargs.get("copy") is True:  # a copy has the view's meta; don't make one
         kwargs = {k: v for k, v in kwargs.items() if k != "copy"}
     res = call.run("view", kwargs=kwargs)
-    if isinstance(res, np.ndarray) and any(st and d > 1 for st, d in zip(res.strides, res.shape)):
+    if isinstance(res, np.ndarray) and res.size > 1 and \
+            any(st and d > 1 for st, d in zip(res.strides, res.shape)):
         raise RuleError(f"{call.name}: NumPy copied while evaluating the rule (unexpected)")
     return call.result(res)
 

@@ -18,7 +18,6 @@ cflags, block, fp_errors.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import warnings
 from math import prod
@@ -36,7 +35,6 @@ from .report import FusionReport, build_report
 __all__ = ["compile_graph", "make_backend", "COptions", "FusionReport", "CBackendWarning"]
 
 log = logging.getLogger("dynamo.kernels")
-_graph_ids = itertools.count()
 
 
 class CBackendWarning(RuntimeWarning):
@@ -125,7 +123,7 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
     """The C backend: see the module docstring. Options override `config.defaults`."""
     opts = resolve_options(**options)
     graph = gm.graph
-    plan: FusionPlan = plan_fusion(graph, prefix=f"dyn_k{next(_graph_ids)}_")
+    plan: FusionPlan = plan_fusion(graph, prefix="dyn_k")
     worth = [k for k in plan.kernels if prod(k.shape) >= opts.min_size]
     notes = {k.name: f"domain of {prod(k.shape)} elements < min_size {opts.min_size}"
              for k in plan.kernels if k not in worth}

@@ -92,7 +92,7 @@ def _absolute(a: list[str], op: Op) -> str:
 def _sign(a: list[str], op: Op) -> str:
     t, x = ctype(op.dtype), a[0]
     if _is_float(op.dtype):
-        return (f"(isgreater({x}, ({t})0) ? ({t})1 : (isless({x}, ({t})0) ? ({t})-1 : "
+        return (f"(DYN_GT({x}, ({t})0) ? ({t})1 : (DYN_LT({x}, ({t})0) ? ({t})-1 : "
                 f"({x} == 0 ? ({t})0 : {x})))")
     if op.dtype.kind == "i":
         return f"({t})(({x} > 0) - ({x} < 0))"
@@ -190,14 +190,14 @@ OPS: dict[str, OpPrinter] = {
     "sign": _sign,
     "square": lambda a, op: _bool_or(_wrap("*"), "&")([a[0], a[0]], op),
     "reciprocal": lambda a, op: f"(({ctype(op.dtype)})1 / {a[0]})",
-    "maximum": _minmax("isgreater", ">"),
-    "minimum": _minmax("isless", "<"),
+    "maximum": _minmax("DYN_GT", ">"),
+    "minimum": _minmax("DYN_LT", "<"),
     "equal": _compare(None, "=="),
     "not_equal": _compare(None, "!="),
-    "less": _compare("isless", "<"),
-    "less_equal": _compare("islessequal", "<="),
-    "greater": _compare("isgreater", ">"),
-    "greater_equal": _compare("isgreaterequal", ">="),
+    "less": _compare("DYN_LT", "<"),
+    "less_equal": _compare("DYN_LE", "<="),
+    "greater": _compare("DYN_GT", ">"),
+    "greater_equal": _compare("DYN_GE", ">="),
     "logical_and": _logical("(({0} != 0) & ({1} != 0))"),
     "logical_or": _logical("(({0} != 0) | ({1} != 0))"),
     "logical_xor": _logical("(({0} != 0) ^ ({1} != 0))"),
@@ -258,6 +258,15 @@ _PROLOGUE = """\
 #include <math.h>
 #include <fenv.h>
 #define DYN_FE (FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID | FE_UNDERFLOW)
+/* Quiet ordered comparison: false when either side is NaN, and never raises FE_INVALID.
+   isless() & co. are quiet as scalars, but gcc's vectoriser may turn them into signalling
+   vector compares; comparing NaN-free copies keeps NumPy's "no warning" behaviour. */
+#define DYN_QCMP(a, b, op) __extension__ ({ __typeof__((a) + 0) x_ = (a), y_ = (b); \
+    const int o_ = (x_ == x_) & (y_ == y_); x_ = o_ ? x_ : 0; y_ = o_ ? y_ : 0; o_ & (x_ op y_); })
+#define DYN_LT(a, b) DYN_QCMP(a, b, <)
+#define DYN_LE(a, b) DYN_QCMP(a, b, <=)
+#define DYN_GT(a, b) DYN_QCMP(a, b, >)
+#define DYN_GE(a, b) DYN_QCMP(a, b, >=)
 """
 
 
@@ -442,7 +451,7 @@ def reduction_source(k: ReductionKernel) -> str:
               f": {name}_pws(&row, 0, inner);"]
     elif arg:
         # NumPy: first maximum wins, a NaN wins at once (quiet comparisons: no FP flags).
-        cmp = "islessequal" if k.op == "argmax" else "isgreaterequal"
+        cmp = "DYN_LE" if k.op == "argmax" else "DYN_GE"
         if not _is_float(k.acc_dtype):
             cmp_expr = "(v <= m)" if k.op == "argmax" else "(v >= m)"
         else:

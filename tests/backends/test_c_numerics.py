@@ -1,0 +1,344 @@
+"""Numerics of the C backend: every lowered op against eager NumPy (the graph's own forward).
+
+Graphs are built by hand with `fx.Proxy`, annotated with `propagate_shapes`, compiled with
+``min_size=0`` (so even tiny arrays go through C). Many ops share one graph (one kernel with
+many outputs) and kernels are shape-generic, so each test file compiles only a few libraries.
+Checks: values (exact for integers/bools and float arithmetic, a few ULP for libm/libmvec
+functions), dtypes, shapes, ndarray vs NumPy scalar.
+"""
+
+from __future__ import annotations
+
+import operator
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+from fx import Graph, GraphModule, Proxy
+from fx.passes.shape_prop import propagate_shapes
+from dynamo.backends.c import compile_graph
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+FLOATS = ["float32", "float64"]
+ALL = ["bool"] + INTS + FLOATS
+
+
+def build(fn, inputs, **options):
+    """(eager GraphModule, compiled callable) for ``fn`` traced over ``inputs``."""
+    g = Graph()
+    proxies = [Proxy(g.placeholder(f"a{i}")) for i in range(len(inputs))]
+    out = fn(*proxies)
+    g.output(tuple(o.node for o in out) if isinstance(out, (tuple, list)) else out.node)
+    gm = GraphModule(g)
+    propagate_shapes(gm, inputs)
+    options.setdefault("min_size", 0)
+    return gm, compile_graph(gm, inputs, **options)
+
+
+def assert_same(got, want, ulp=0, rtol=0.0):
+    """Same type, dtype, shape; integer/bool values exact; floats within ``ulp`` / ``rtol``."""
+    if isinstance(want, (tuple, list)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert_same(g, w, ulp, rtol)
+        return
+    assert type(got) is type(want), (type(got), type(want))
+    if not isinstance(want, (np.ndarray, np.generic)):
+        assert got == want
+        return
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert np.shape(got) == np.shape(want)
+    g, w = np.asarray(got), np.asarray(want)
+    if w.dtype.kind != "f":
+        np.testing.assert_array_equal(g, w)
+        return
+    assert np.array_equal(np.isnan(g), np.isnan(w)), "NaN positions differ"
+    fin = ~np.isnan(w)
+    gf, wf = g[fin], w[fin]
+    exact = gf == wf
+    if ulp == 0 and rtol == 0.0:
+        assert exact.all(), f"max abs diff {np.max(np.abs(gf - wf), initial=0)}"
+        return
+    with np.errstate(all="ignore"):
+        tol = np.maximum(ulp * np.spacing(np.abs(wf).astype(w.dtype)), rtol * np.abs(wf))
+        bad = ~exact & ~(np.abs(gf.astype(np.float64) - wf) <= tol)
+    assert not bad.any(), f"{bad.sum()} elements off, e.g. got {gf[bad][:3]} want {wf[bad][:3]}"
+
+
+def sample(dtype, shape=(5, 7), seed=0, special=True):
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.random(shape) < 0.5
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        a = rng.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+        if special and a.size >= 4:
+            flat = a.reshape(-1)
+            flat[:4] = [info.min, info.max, 0, 1]
+        return a
+    a = (rng.standard_normal(shape) * 3).astype(dt)
+    if special and a.size >= 6:
+        flat = a.reshape(-1)
+        flat[:6] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0]
+    return a
+
+
+def check(fn, inputs, ulp=0, rtol=0.0, **options):
+    gm, f = build(fn, inputs, **options)
+    with np.errstate(all="ignore"):
+        want = gm.forward(*inputs)
+        got = f(*inputs)
+    assert_same(got, want, ulp, rtol)
+    return gm, f
+
+
+# -- pointwise ops ---------------------------------------------------------------------------
+
+BINARY = [operator.add, operator.sub, operator.mul, operator.truediv, np.maximum, np.minimum,
+          operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
+          np.logical_and, np.logical_or, np.logical_xor, operator.and_, operator.or_,
+          operator.xor, np.fmax, np.fmin, np.arctan2, np.hypot, np.copysign]
+
+
+def _valid(op, *dtypes):
+    try:
+        with np.errstate(all="ignore"):
+            op(*(np.ones(2, d) for d in dtypes))
+        return True
+    except TypeError:
+        return False
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_binary_ops_same_dtype(dtype):
+    ops = [op for op in BINARY if _valid(op, dtype, dtype)]
+    a, b = sample(dtype, seed=1), sample(dtype, seed=2)
+    exact = [op for op in ops if op not in (np.arctan2, np.hypot)]
+    check(lambda x, y: tuple(op(x, y) for op in exact), [a, b])
+    if dtype in FLOATS:
+        check(lambda x, y: (np.arctan2(x, y), np.hypot(x, y)), [a, b], ulp=4)
+
+
+@pytest.mark.parametrize("pair", [("int8", "int16"), ("uint8", "int8"), ("int32", "float32"),
+                                  ("bool", "float64"), ("uint32", "int64"), ("float32", "float64"),
+                                  ("int64", "float32")])
+def test_binary_ops_mixed_dtypes(pair):
+    a, b = sample(pair[0], seed=3), sample(pair[1], seed=4)
+    ops = [operator.add, operator.mul, operator.truediv, np.maximum, operator.lt, operator.eq]
+    ops = [op for op in ops if _valid(op, *pair)]
+    check(lambda x, y: tuple(op(x, y) for op in ops), [a, b])
+
+
+UNARY_EXACT = [operator.neg, np.absolute, np.sign, np.square, np.sqrt, np.floor, np.ceil,
+               np.trunc, np.rint, np.isnan, np.isinf, np.isfinite, np.signbit, np.logical_not,
+               operator.invert, np.positive, np.reciprocal]
+UNARY_ULP = [np.exp, np.exp2, np.expm1, np.log, np.log2, np.log10, np.log1p, np.sin, np.cos,
+             np.tan, np.arcsin, np.arccos, np.arctan, np.sinh, np.cosh, np.tanh, np.arcsinh,
+             np.arccosh, np.arctanh, np.cbrt]
+
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_unary_ops(dtype):
+    a = sample(dtype, shape=(4, 33), seed=5)
+    ops = [op for op in UNARY_EXACT if _valid(op, dtype)
+           and not (op is np.reciprocal and dtype not in FLOATS)]
+    check(lambda x: tuple(op(x) for op in ops), [a])
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_transcendental_within_few_ulp(dtype):
+    a = sample(dtype, shape=(3, 50), seed=6)
+    a[1] = np.linspace(-0.99, 0.99, 50)  # in range for arcsin/arctanh
+    a[2] = np.linspace(1.0, 30.0, 50)  # arccosh / log
+    check(lambda x: tuple(op(x) for op in UNARY_ULP), [a], ulp=4)
+
+
+def test_integer_overflow_wraps_like_numpy():
+    for dt in INTS:
+        info = np.iinfo(dt)
+        a = np.array([info.min, info.max, -1 if info.min else 1, 7], dtype=dt)
+        b = np.array([info.max, info.max, info.min, 3], dtype=dt)
+        check(lambda x, y: (x + y, x - y, x * y, -x, abs(x), x * x, np.square(y), x ** 3),
+              [a, b])
+
+
+@pytest.mark.parametrize("dtype", ["int16", "uint64", "float32", "float64"])
+def test_power_strength_reduction(dtype):
+    a = sample(dtype, seed=7, special=False) % 50
+    gm, f = check(lambda x: (x ** 2, x ** 0, x ** 1), [a])
+    check(lambda x: (x ** 3, x ** 4, np.power(x, 5)), [a], rtol=4e-16 if dtype == "float64"
+          else 4e-7)
+    src = str(gm.meta["fusion_report"])
+    assert "pow(" not in src and "powf(" not in src
+
+
+def test_float_power_general():
+    a = np.abs(sample("float64", seed=8)) + 0.5
+    check(lambda x, y: (x ** 2.5, np.power(x, y)), [a, a[::-1].copy()], ulp=4)
+
+
+def test_nep50_weak_python_scalars():
+    f32 = sample("float32", seed=9, special=False)
+    i8 = sample("int8", seed=10)
+    u8 = sample("uint8", seed=11)
+    check(lambda x: (x * 2.0, x + 1, 3 - x, x / 7, x > 0.5), [f32])
+    check(lambda x, y: (x + 1, x * 3, y + 200, y - 1, x > -1, x == 5), [i8, u8])
+    check(lambda x: (x * 1.5, x + True), [i8])  # int * float -> float64
+
+
+def test_numpy_scalar_inputs_and_0d_results():
+    x = np.float32(2.5)
+    y = np.array(3.0)
+    gm, f = check(lambda a, b: (a * b, a + 1, np.exp(b), b * 2), [x, y], ulp=2)
+    assert isinstance(f(x, y)[0], np.float64)
+    check(lambda a: a * 2 + 1, [np.int16(7)])
+
+
+def test_where_clip_astype():
+    a = sample("float64", seed=12)
+    b = sample("float32", seed=13)
+    c = sample("int32", seed=14)
+    check(lambda x, y, z: (np.where(x > 0, x, y), np.where(z > 0, z, 0), np.clip(x, -1.0, 2.0),
+                           np.clip(z, -5, 10), np.clip(x, None, 0.5), y.astype(np.float64),
+                           z.astype(np.float32), x.astype(np.float32), z.astype(np.int8),
+                           z.astype(bool), x.astype(bool), (x > 0).astype(np.int64)), [a, b, c])
+
+
+# -- layouts -----------------------------------------------------------------------------------
+
+def _chain(x, y):
+    return (x * 2.0 - y) * -x + y / 3.0
+
+
+def test_broadcasting_shapes():
+    a = sample("float64", shape=(4, 1, 6), seed=15)
+    b = sample("float64", shape=(5, 1), seed=16)
+    check(_chain, [a, b])
+    check(_chain, [a, np.float64(0.5)])
+    check(_chain, [np.array(2.0), a])
+
+
+@pytest.mark.parametrize("view", ["T", "step", "negative", "broadcast_to", "fortran"])
+def test_non_contiguous_inputs_use_runtime_strides(view):
+    base = sample("float64", shape=(12, 10), seed=17)
+    other = sample("float64", shape=(12, 10), seed=18)
+    views = {
+        "T": (base.T, other.T.copy()),
+        "step": (base[::2, 1::3], other[::2, ::3][:, :3]),
+        "negative": (base[::-1, ::-2], other[:, ::2]),
+        "broadcast_to": (np.broadcast_to(base[:1], (12, 10)), other),
+        "fortran": (np.asfortranarray(base), other),
+    }
+    x, y = views[view]
+    x0 = x.copy()
+    check(_chain, [x, y])
+    np.testing.assert_array_equal(x, x0)  # inputs untouched
+
+
+def test_empty_and_zero_d():
+    check(_chain, [np.zeros((0, 3)), np.ones(3)])
+    check(lambda x: (x + 1, np.sum(x), np.prod(x), np.any(x), np.all(x)), [np.zeros((3, 0))])
+    check(_chain, [np.array(1.5), np.array(-2.0)])
+
+
+# -- reductions --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", ALL)
+def test_reductions_all_axes(dtype):
+    a = sample(dtype, shape=(6, 300), seed=19, special=False)
+    red = [np.sum, np.prod, np.max, np.min, np.argmax, np.argmin, np.any, np.all, np.mean]
+    if dtype == "bool":
+        red = [np.sum, np.any, np.all, np.max, np.argmax, np.mean]
+    rtol = {"float32": 2e-6, "float64": 1e-13}.get(dtype, 0.0)
+    for axis, keep in [(None, False), (1, False), (0, True), ((0, 1), True), (-1, True)]:
+        if axis is None or not keep or True:
+            ops = [r for r in red if not (r in (np.argmax, np.argmin) and isinstance(axis, tuple))]
+            kw = [dict(axis=axis, keepdims=keep) if r not in (np.argmax, np.argmin) or axis
+                  is not None or keep else dict(axis=axis) for r in ops]
+            check(lambda x: tuple(r(x, **k) for r, k in zip(ops, kw)), [a], rtol=rtol)
+
+
+def test_float_sum_matches_numpy_pairwise_bitwise():
+    x = np.random.default_rng(20).standard_normal(100_003)
+    check(lambda a: (np.sum(a), a.sum(), np.mean(a)), [x])
+    xf = x.astype(np.float32)
+    check(lambda a: (np.sum(a), a.mean()), [xf])
+
+
+def test_reduction_prologue_and_strided():
+    x = np.random.default_rng(21).standard_normal((64, 130))
+    y = np.random.default_rng(22).standard_normal((130,))
+    check(lambda a, b: (np.sum(np.sqrt(a * a + b * b)), (a * b).sum(axis=0),
+                        np.max(np.abs(a - b), axis=1), (a > b).any(axis=1)), [x, y], rtol=1e-13)
+    check(lambda a: (a.sum(axis=1), a.max(axis=0), np.argmax(a, axis=0)), [x.T], rtol=1e-13)
+    check(lambda a: (a.sum(), a.argmin()), [x[::-3, ::2]], rtol=1e-13)
+
+
+def test_reductions_nan_inf():
+    x = sample("float64", shape=(4, 9), seed=23)  # NaN, +-inf in row 0
+    check(lambda a: (np.max(a, axis=1), np.min(a, axis=1), np.argmax(a, axis=1),
+                     np.argmin(a), np.sum(a, axis=1), np.any(a, axis=1)), [x])
+
+
+def test_integer_sum_wraps_and_promotes():
+    a = np.full(1000, 2**62, dtype=np.int64)
+    check(lambda x: (np.sum(x), np.prod(x[:3])), [a])
+    check(lambda x: (x.sum(), x.sum(axis=0), np.mean(x)), [sample("int8", seed=24)])
+    check(lambda x: (x.sum(), np.prod(x, axis=1)), [sample("uint16", seed=25)])
+
+
+def test_softmax_and_layernorm_patterns():
+    x = np.random.default_rng(26).standard_normal((32, 200))
+
+    def softmax(a):
+        m = np.max(a, axis=-1, keepdims=True)
+        e = np.exp(a - m)
+        return e / np.sum(e, axis=-1, keepdims=True)
+
+    def layernorm(a):
+        mu = a.mean(axis=-1, keepdims=True)
+        d = a - mu
+        var = (d * d).mean(axis=-1, keepdims=True)
+        return d / np.sqrt(var + 1e-5)
+
+    check(softmax, [x], rtol=1e-14)
+    check(layernorm, [x], rtol=1e-13)
+
+
+# -- floating-point errors -------------------------------------------------------------------
+
+def test_fp_warnings_follow_errstate():
+    x = np.array([1.0, 0.0, -1.0, 2.0] * 10)
+    gm, f = build(lambda a: (np.log(a), a / 0.0), [x])
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        with np.errstate(all="warn"):
+            f(x)
+    kinds = " ".join(str(w.message) for w in rec)
+    assert "divide by zero" in kinds and "invalid value" in kinds
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="ignore"):
+            assert_same(f(x), gm.forward(x))
+    with np.errstate(divide="raise", invalid="ignore"), pytest.raises(FloatingPointError):
+        f(x)
+
+
+def test_no_spurious_invalid_from_nan_comparisons():
+    x = np.array([np.nan, 1.0, 2.0, np.nan] * 8)
+    gm, f = build(lambda a: (a < 1.0, a >= a, np.maximum(a, 0.5), np.argmax(a), np.max(a)), [x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="warn"):
+            assert_same(f(x), gm.forward(x))
+
+
+def test_parallel_threads_same_result():
+    x = np.random.default_rng(27).standard_normal((300, 1000))
+    check(lambda a: (a * 2 + 1, np.sum(a * a, axis=1), np.exp(a).sum()), [x], rtol=1e-13,
+          threads=2, parallel_threshold=1000, block=4096)

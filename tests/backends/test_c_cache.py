@@ -125,8 +125,10 @@ def test_corrupt_entry_is_rebuilt_with_a_warning(env, source_file, damage):
         meta.write_text("{not json")
     builds = compile_count(env)
     again = run(env, source_file)
-    assert again["from_cache"] is False and again["ok"]
-    assert any("CorruptCacheEntryWarning" in w and "rebuilding" in w for w in again["warnings"])
+    assert again["key"] == entry.name, again
+    assert again["from_cache"] is False and again["ok"], again
+    assert any("CorruptCacheEntryWarning" in w and "rebuilding" in w
+               for w in again["warnings"]), again
     assert compile_count(env) == builds + 1
     healed = run(env, source_file)
     assert healed["from_cache"] is True and healed["warnings"] == []

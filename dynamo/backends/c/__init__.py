@@ -119,10 +119,23 @@ def _build(kernels: list[Kernel], opts: COptions) -> tuple[Any, str]:
     return lib, src
 
 
+def _run_passes(gm: Any) -> None:
+    from fx.passes.constant_fold import fold_constants
+    from fx.passes.cse import eliminate_common_subexpressions
+    from fx.passes.dce import eliminate_dead_code
+
+    changed = fold_constants(gm.graph) + eliminate_common_subexpressions(gm.graph)
+    changed += eliminate_dead_code(gm.graph)
+    if changed and hasattr(gm, "recompile"):
+        gm.recompile()
+
+
 def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Callable[..., Any]:
     """The C backend: see the module docstring. Options override `config.defaults`."""
     opts = resolve_options(**options)
     graph = gm.graph
+    if opts.run_passes:
+        _run_passes(gm)
     plan: FusionPlan = plan_fusion(graph, prefix="dyn_k")
     worth = [k for k in plan.kernels if prod(k.shape) >= opts.min_size]
     notes = {k.name: f"domain of {prod(k.shape)} elements < min_size {opts.min_size}"

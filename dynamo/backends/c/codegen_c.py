@@ -183,7 +183,7 @@ OPS: dict[str, OpPrinter] = {
     "add": _bool_or(_wrap("+"), "|"),
     "subtract": _wrap("-"),
     "multiply": _bool_or(_wrap("*"), "&"),
-    "true_divide": lambda a, op: f"({a[0]} / {a[1]})",
+    "divide": lambda a, op: f"({a[0]} / {a[1]})",
     "negative": _negative,
     "positive": lambda a, op: a[0],
     "absolute": _absolute,

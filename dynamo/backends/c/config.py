@@ -45,6 +45,8 @@ class COptions:
     fp_errors: bool = True
     #: Call glibc's vector math (libmvec, <= 4 ULP) from vectorised loops.
     vector_math: bool = True
+    #: Run constant folding, CSE and DCE on the graph (in place, then ``gm.recompile()``).
+    run_passes: bool = True
 
 
 def _from_env() -> COptions:

@@ -180,12 +180,11 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
                     continue
                 gmask = g["mask"]
                 if any(l not in g["roots"] and anc[l] & gmask for l in leaves):
-                    split_why[n] = "reads a value computed from the previous kernel's outputs"
+                    split_why[n] = (f"reads a value computed from {g['roots'][0].name}'s kernel "
+                                    "outside it (fusing would make a cycle)")
                     continue
                 chosen = g
                 break
-            if chosen is None and n not in split_why and groups:
-                split_why[n] = "different shape or epoch than earlier kernels"
         if chosen is None:
             chosen = {"kind": plan.kind, "shape": plan.shape, "epoch": epoch[n], "roots": [],
                       "mask": 0}

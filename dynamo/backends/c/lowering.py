@@ -39,7 +39,7 @@ OPERATOR_UFUNCS: dict[Any, np.ufunc] = {
 }
 
 # ufuncs whose C form is only right for float loops / only defined for int or bool loops.
-_FLOAT_ONLY = {"true_divide", "reciprocal", "isnan", "isinf", "isfinite", "signbit",
+_FLOAT_ONLY = {"divide", "reciprocal", "isnan", "isinf", "isfinite", "signbit",
                *FLOAT_MATH}
 _INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
 _NOT_UFUNC_OPS = {"where", "cast", "powi"}

@@ -1,0 +1,107 @@
+"""Common-subexpression elimination: one node for identical pure computations.
+
+In: an `fx.Graph` (edited in place). Out: the number of nodes removed. Called by backends (the C
+backend runs it before fusion) and usable on any graph.
+
+Two nodes are the same computation when op, target, args and kwargs are equal, constants compared
+with their types (``1``, ``1.0`` and ``True`` differ). Merging must not change what the user can
+observe, so a duplicate ``B`` of ``A`` is replaced only when
+  * neither has side effects (`Node.is_impure`), and no mutation in the graph can reach the
+    memory of ``A`` or ``B`` (nothing upstream of a mutating node is merged: a mutation of an
+    alias would otherwise show through both names), and
+  * every user of ``B`` makes a fresh array from it (ufuncs, arithmetic operators, reductions):
+    ``B`` is not returned and no view of it escapes, so the caller never sees two names for one
+    object.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+__all__ = ["eliminate_common_subexpressions"]
+
+# operator functions whose result is always a new array (never a view of an argument).
+_FRESH_OPERATORS = {
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.pow, operator.neg, operator.pos, operator.abs, operator.invert, operator.lt,
+    operator.le, operator.gt, operator.ge, operator.eq, operator.ne, operator.and_,
+    operator.or_, operator.xor, operator.matmul, operator.lshift, operator.rshift,
+}
+_FRESH_FUNCTIONS = {np.sum, np.prod, np.mean, np.max, np.min, np.amax, np.amin, np.any, np.all,
+                    np.argmax, np.argmin, np.where, np.clip, np.dot, np.matmul, np.std, np.var}
+_FRESH_METHODS = {"sum", "prod", "mean", "max", "min", "any", "all", "argmax", "argmin",
+                  "std", "var", "clip", "dot", "copy"}
+
+
+def _makes_fresh_array(node: Any) -> bool:
+    if node.op == "call_function":
+        t = node.target
+        if isinstance(t, np.ufunc):
+            return "out" not in node.kwargs
+        try:
+            return t in _FRESH_OPERATORS or t in _FRESH_FUNCTIONS
+        except TypeError:
+            return False
+    if node.op == "call_method":
+        return node.target in _FRESH_METHODS and "out" not in node.kwargs
+    return False
+
+
+def _key(value: Any) -> Any:
+    """A hashable, type-exact key for an argument structure (None if not hashable)."""
+    if hasattr(value, "op") and hasattr(value, "users"):
+        return ("node", id(value))
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
+    if isinstance(value, slice):
+        return ("slice", _key(value.start), _key(value.stop), _key(value.step))
+    if isinstance(value, np.ndarray):
+        raise TypeError("array constant")
+    hash(value)
+    if isinstance(value, float) and value != value:
+        return (float, "nan")  # NaN != NaN, but two NaN constants mean the same thing
+    return (type(value), value)
+
+
+def _upstream_of_mutations(graph: Any) -> set[Any]:
+    tainted: set[Any] = set()
+    stack = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n.is_impure()]
+    while stack:
+        n = stack.pop()
+        for i in n.all_input_nodes:
+            if i not in tainted:
+                tainted.add(i)
+                stack.append(i)
+    return tainted
+
+
+def eliminate_common_subexpressions(graph: Any) -> int:
+    """Merge duplicate pure nodes of ``graph`` (see the module docstring); returns the count."""
+    graph = getattr(graph, "graph", graph)
+    tainted = _upstream_of_mutations(graph)
+    seen: dict[Any, Any] = {}
+    removed = 0
+    for node in list(graph.nodes):
+        if node.op not in ("call_function", "call_method") or node.is_impure() \
+                or node in tainted:
+            continue
+        try:
+            key = (node.op, _key(node.target) if isinstance(node.target, str)
+                   else ("target", id(node.target)), _key(node.args), _key(node.kwargs))
+        except TypeError:
+            continue
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            continue
+        if not node.users or not all(_makes_fresh_array(u) for u in node.users):
+            continue
+        node.replace_all_uses_with(first)
+        graph.erase_node(node)
+        removed += 1
+    return removed

@@ -113,9 +113,22 @@ class GuardBuilder:
         typ, length = expected
         return [f"type({e}) is {self.const(typ, typ.__name__)}", f"len({e}) == {length}"]
 
+    def DICT_KEYS(self, e: str, expected: tuple[type, frozenset]) -> list[str]:
+        typ, keys = expected
+        return [f"type({e}) is {self.const(typ, typ.__name__)}", f"{e}.keys() == {self.const(keys, 'keys')}"]
+
     def NOT_IN_GLOBALS(self, e: str, expected: str) -> list[str]:
         # `e` is ``___globals['name']``; the name must keep resolving to the builtin.
         return [f"{expected!r} not in ___globals"]
+
+
+def _hashable(value: Any) -> Any:
+    """A dict key for a guard's expected value (slices are unhashable before Python 3.12)."""
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return (type(value), repr(value))
 
 
 def _depth(source: Source) -> int:
@@ -132,7 +145,10 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> 
     """Compile `guards` into one check function over (argument slots..., globals, closure)."""
     builder = GuardBuilder()
     # A base object's type is checked before its items and attributes are read.
-    ordered = sorted(set(guards), key=lambda g: (_depth(g.source), g.order))
+    unique: dict[tuple, Guard] = {}
+    for g in guards:
+        unique.setdefault((g.source, g.kind, _hashable(g.expected)), g)
+    ordered = sorted(unique.values(), key=lambda g: (_depth(g.source), g.order))
     per_guard = [builder.checks(g) for g in ordered]
     parts = [check for checks in per_guard for check in checks]
     names = [*argnames, "___globals", "___closure"]

@@ -88,10 +88,12 @@ class CompiledFrame:
 
 
 class InstructionTranslator:
-    def __init__(self, frame: Any, backend: Callable) -> None:
+    """Translates the frame being compiled (its arguments and closure come from the C hook)."""
+
+    def __init__(self, frame: Any, code: types.CodeType, output: OutputGraph) -> None:
         self.frame = frame
-        self.code: types.CodeType = frame.f_code
-        self.output = OutputGraph(self.code.co_name, backend)
+        self.code = code
+        self.output = output
         self.argnames = argument_names(self.code)
         self.instructions: list[Instr] = []
         self.labels: dict[Label, int] = {}
@@ -117,7 +119,7 @@ class InstructionTranslator:
 
     def run(self) -> None:
         while self.return_value is None:
-            if self.steps > config.max_instructions:
+            if self.total_steps() > config.max_instructions:
                 raise Unsupported(f"more than {config.max_instructions} instructions (a long loop?)",
                                   self.user_location())
             inst = self.instructions[self.ip]
@@ -134,6 +136,9 @@ class InstructionTranslator:
                 if exc.location is None:
                     exc.location = self.user_location()
                 raise
+
+    def total_steps(self) -> int:
+        return self.steps
 
     def user_location(self, include_line: bool = True) -> str:
         where = f"{self.code.co_filename}:{self.lineno}"
@@ -243,16 +248,18 @@ class InstructionTranslator:
         if isinstance(var, CellVar):
             self.push(self.load_argument(var.name, is_cell=True))
             return
-        index = self.code.co_freevars.index(var.name)
-        source = ClosureSource(var.name, index)
+        self.push(self.load_free_variable(var.name))
+
+    def load_free_variable(self, name: str) -> VariableTracker:
+        index = self.code.co_freevars.index(name)
+        source = ClosureSource(name, index)
         if source in self.output.wrapped:
-            self.push(self.output.wrapped[source])
-            return
+            return self.output.wrapped[source]
         try:
             value = self.frame.closure[index].cell_contents
         except ValueError:
-            raise Unsupported(f"free variable {var.name!r} is referenced before assignment") from None
-        self.push(VariableBuilder(self, source)(value))
+            raise Unsupported(f"free variable {name!r} is referenced before assignment") from None
+        return VariableBuilder(self, source)(value)
 
     def STORE_DEREF(self, inst: Instr) -> None:
         if isinstance(inst.arg, FreeVar):
@@ -260,10 +267,18 @@ class InstructionTranslator:
         self.locals[inst.arg.name] = self.pop()
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
-        raise Unsupported("creating inner functions (closures) is not supported yet")
+        self.push(CellVariable(self, inst.arg.name))
 
     def MAKE_FUNCTION(self, inst: Instr) -> None:
-        raise Unsupported("creating functions (def/lambda) inside a captured frame is not supported yet")
+        code = self.pop().as_python_constant()
+        closure = self.pop() if inst.arg & 0x08 else None
+        if inst.arg & 0x07 or code.co_name not in COMPREHENSIONS:
+            raise Unsupported(f"creating the function {code.co_name!r} inside a captured frame "
+                              "(only comprehensions and generator expressions are inlined)")
+        self.push(ComprehensionVariable(code, closure.items if closure is not None else []))
+
+    def RETURN_GENERATOR(self, inst: Instr) -> None:
+        raise Unsupported("generator functions are not captured")
 
     def LOAD_ATTR(self, inst: Instr) -> None:
         self.push(self.pop().var_getattr(self, inst.arg))
@@ -437,6 +452,11 @@ class InstructionTranslator:
         seq = self.pop()
         self.stack[-inst.arg].extend(seq.unpack(self))
 
+    def MAP_ADD(self, inst: Instr) -> None:
+        value = self.pop()
+        key = self.pop()
+        self.stack[-inst.arg].items[key.as_python_constant()] = value
+
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
 
@@ -453,6 +473,15 @@ class InstructionTranslator:
         if len(items) != inst.arg:
             raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
         for item in reversed(items):
+            self.push(item)
+
+    def UNPACK_EX(self, inst: Instr) -> None:
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        items = self.pop().unpack(self)
+        if len(items) < before + after:
+            raise Unsupported(f"unpacking {len(items)} values into {before + after}+ names (ValueError)")
+        middle = ListVariable(items[before:len(items) - after])
+        for item in reversed([*items[:before], middle, *items[len(items) - after:]]):
             self.push(item)
 
     # Stack -----------------------------------------------------------------------------------
@@ -504,7 +533,8 @@ class InstructionTranslator:
     JUMP_IF_TRUE_OR_POP = JUMP_IF_FALSE_OR_POP = _jump_or_pop
 
     def GET_ITER(self, inst: Instr) -> None:
-        self.push(IteratorVariable(self.pop().unpack(self)))
+        value = self.pop()
+        self.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(self)))
 
     def FOR_ITER(self, inst: Instr) -> None:
         item = self.stack[-1].next()
@@ -524,11 +554,84 @@ class InstructionTranslator:
         raise Unsupported("raise statement (the frame runs in plain Python so that it raises)")
 
 
-InstructionTranslator.dispatch = {
-    name: getattr(InstructionTranslator, name)
-    for name in dir(InstructionTranslator)
-    if name.isupper() and callable(getattr(InstructionTranslator, name))
-}
+COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")
+
+
+class CellVariable(VariableTracker):
+    """A cell of the translating frame, captured by a comprehension (LOAD_CLOSURE)."""
+
+    def __init__(self, tx: InstructionTranslator, name: str) -> None:
+        self.tx = tx
+        self.name = name
+
+    def describe(self) -> str:
+        return f"cell {self.name!r}"
+
+
+class ComprehensionVariable(VariableTracker):
+    """A comprehension or generator expression, created by MAKE_FUNCTION and called right away.
+
+    Calling it inlines its bytecode into the calling frame's graph (`InliningTranslator`)."""
+
+    def __init__(self, code: types.CodeType, cells: list[VariableTracker]) -> None:
+        self.code = code
+        self.cells = cells
+
+    def describe(self) -> str:
+        return f"{self.code.co_name} at {self.code.co_filename}:{self.code.co_firstlineno}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if kwargs or len(args) != self.code.co_argcount:
+            raise Unsupported(f"unexpected call of {self.describe()}")
+        inner = InliningTranslator(tx, self.code, args, self.cells)
+        inner.run()
+        if self.code.co_name == "<genexpr>":
+            return IteratorVariable(inner.yielded)
+        return inner.return_value
+
+
+class InliningTranslator(InstructionTranslator):
+    """Runs a comprehension's code inside its parent's translation: same graph, same guards.
+    Free variables read the parent's cells; globals are the parent's."""
+
+    def __init__(self, parent: InstructionTranslator, code: types.CodeType,
+                 args: list[VariableTracker], cells: list[VariableTracker]) -> None:
+        super().__init__(parent.frame, code, parent.output)
+        self.parent = parent
+        self.cells = {cell.name: cell for cell in cells if isinstance(cell, CellVariable)}
+        self.locals = dict(zip(code.co_varnames, args))
+        self.argnames = ()
+        self.yielded: list[VariableTracker] = []
+
+    def total_steps(self) -> int:
+        return self.steps + self.parent.total_steps()
+
+    def load_free_variable(self, name: str) -> VariableTracker:
+        cell = self.cells.get(name)
+        if cell is None:
+            raise Unsupported(f"free variable {name!r} of {self.code.co_name}")
+        owner = cell.tx
+        if isinstance(owner, InliningTranslator) and name not in owner.locals:
+            return owner.load_free_variable(name)
+        return owner.load_argument(name, is_cell=True)
+
+    def load_global(self, name: str) -> VariableTracker:
+        return self.parent.load_global(name)
+
+    def RETURN_GENERATOR(self, inst: Instr) -> None:
+        self.push(ConstantVariable(None))  # the value sent by the first next(), popped next
+
+    def YIELD_VALUE(self, inst: Instr) -> None:
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))
+
+
+def _dispatch_table(cls: type) -> dict[str, Callable]:
+    return {name: getattr(cls, name) for name in dir(cls) if name.isupper() and callable(getattr(cls, name))}
+
+
+InstructionTranslator.dispatch = _dispatch_table(InstructionTranslator)
+InliningTranslator.dispatch = _dispatch_table(InliningTranslator)
 
 
 def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDArrayVariable]:
@@ -546,7 +649,7 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDA
 def trace_frame(frame: Any, backend: Callable) -> CompiledFrame | None:
     """Translate one frame. None: nothing to compile. Raises Unsupported when it cannot."""
     started = time.perf_counter()
-    tx = InstructionTranslator(frame, backend)
+    tx = InstructionTranslator(frame, frame.f_code, OutputGraph(frame.f_code.co_name, backend))
     tx.run()
     return_value = tx.return_value
     location = tx.user_location()

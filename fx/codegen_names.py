@@ -308,12 +308,17 @@ class _Writer:
     def source(self, fn_name: str) -> str:
         params = [n.name for n in self.graph.nodes if n.op == "placeholder"]
         body: list[str] = []
+        previous_comment = ""
         for node in self.graph.nodes:
             if node.op == "placeholder":
                 continue
             lines = self.statements(node)
+            # The user's source line heads the statements made from it (shown once, not per node).
             comment = _stack_comment(node.meta.get("stack"))
-            body += [f"    {line}{comment if i == 0 else ''}" for i, line in enumerate(lines)]
+            if comment and comment != previous_comment and lines:
+                body.append(f"    #{comment[3:]}")
+            previous_comment = comment or previous_comment
+            body += [f"    {line}" for line in lines]
         if not any(line.lstrip().startswith("return ") for line in body):
             body.append("    return None")
         return f"def {fn_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"

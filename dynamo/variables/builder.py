@@ -16,9 +16,15 @@ from ..exc import Unsupported
 from ..guards import Guard
 from ..source import GetItemSource, Source
 from .base import VariableTracker
-from .callables import BuiltinVariable, NumpyFunctionVariable, PythonModuleVariable, UserFunctionVariable
+from .callables import (
+    BuiltinVariable,
+    NumpyFunctionVariable,
+    PythonModuleVariable,
+    UserFunctionVariable,
+    UserObjectVariable,
+)
 from .constant import ConstantVariable
-from .containers import ListVariable, TupleVariable
+from .containers import DictVariable, ListVariable, TupleVariable
 
 if TYPE_CHECKING:
     from ..symbolic_convert import InstructionTranslator
@@ -38,6 +44,17 @@ def _is_numpy_callable(value: Any) -> bool:
         return True
     module = getattr(value, "__module__", None) or ""
     return callable(value) and (module == "numpy" or module.startswith("numpy."))
+
+
+_HEAPTYPE = 1 << 9
+
+
+def _is_user_object(value: Any) -> bool:
+    """An instance of a class defined in Python (not a module, function, class or NumPy value)."""
+    typ = type(value)
+    return bool(typ.__flags__ & _HEAPTYPE) and not isinstance(value, (type, np.ndarray, np.generic)) or (
+        typ is types.SimpleNamespace
+    )
 
 
 def wrap_constant(value: Any) -> VariableTracker:
@@ -96,4 +113,11 @@ class VariableBuilder:
         if isinstance(value, types.FunctionType):
             self.guard("ID_MATCH", Guard.identity(value))
             return UserFunctionVariable(value, source=self.source)
+        if typ is dict and all(type(k) in (str, int) for k in value):
+            self.guard("DICT_KEYS", (typ, frozenset(value)))
+            items = {k: VariableBuilder(self.tx, GetItemSource(self.source, k))(v) for k, v in value.items()}
+            return DictVariable(items, source=self.source)
+        if _is_user_object(value):
+            self.guard("TYPE_MATCH", typ)
+            return UserObjectVariable(value, source=self.source)
         raise Unsupported(f"{self.source.name()} is a {typ.__module__}.{typ.__qualname__}, which npdynamo does not trace yet")

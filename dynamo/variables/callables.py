@@ -30,6 +30,7 @@ __all__ = [
     "BoundConstantMethodVariable",
     "ListMethodVariable",
     "UserFunctionVariable",
+    "UserObjectVariable",
 ]
 
 #: Modules whose functions are pure: called on constants, they may run at trace time.
@@ -185,6 +186,17 @@ def _min_max(fn):
     return call
 
 
+def _sum(tx, args, kwargs):
+    """sum(items, start=0) is ``start + items[0] + items[1] + ...``, exactly as Python runs it."""
+    if len(args) > 2 or set(kwargs) - {"start"}:
+        raise Unsupported("sum() with these arguments")
+    start = kwargs.get("start", args[1] if len(args) > 1 else ConstantVariable(0))
+    total = start
+    for item in args[0].unpack(tx):
+        total = tx.binary_op(operator.add, total, item)
+    return total
+
+
 def _print(tx, args, kwargs):
     raise Unsupported("print() has a side effect that cannot be put in a graph (graph breaks arrive in a later version)")
 
@@ -201,11 +213,12 @@ BUILTIN_RULES: dict[Callable, Callable] = {
     min: _min_max(min),
     max: _min_max(max),
     print: _print,
+    sum: _sum,
 }
 
 #: Builtins that are pure on constants (safe to call at trace time).
 PURE_BUILTINS = {
-    range, int, float, complex, bool, str, round, divmod, pow, sum, sorted, reversed, any, all,
+    range, int, float, complex, bool, str, round, divmod, pow, sorted, reversed, any, all,
     hash, slice, repr, format, chr, ord, type,
 }
 
@@ -287,6 +300,25 @@ class ListMethodVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class DictMethodVariable(VariableTracker):
+    """``d.get``, ``d.keys``, ``d.values``, ``d.items`` of a dict with known keys."""
+
+    def __init__(self, d: DictVariable, name: str) -> None:
+        self.d = d
+        self.name = name
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        items = self.d.items
+        if self.name == "get":
+            key = args[0].as_python_constant()
+            return items[key] if key in items else (args[1] if len(args) > 1 else ConstantVariable(None))
+        if self.name == "keys":
+            return ListVariable([ConstantVariable(k) for k in items])
+        if self.name == "values":
+            return ListVariable(list(items.values()))
+        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
+
+
 class UserFunctionVariable(VariableTracker):
     """A Python function of the user. Not inlined in this version: calling it stops capture of
     the calling frame, and the callee is captured as a frame of its own."""
@@ -305,3 +337,42 @@ class UserFunctionVariable(VariableTracker):
             f"call to {self.describe()}: calls to other Python functions are not inlined yet; "
             "the caller runs in plain Python and the callee is compiled as its own frame"
         )
+
+
+class UserObjectVariable(VariableTracker):
+    """An instance of a user-defined class (``self`` in a method). Reading an attribute wraps the
+    attribute's value with a guard on ``obj.attr``; properties, ``__getattr__`` and custom
+    ``__getattribute__`` run user code and are not traced; method calls are not inlined yet."""
+
+    def __init__(self, value: Any, source) -> None:
+        self.value = value
+        self.source = source
+
+    def describe(self) -> str:
+        return f"{type(self.value).__qualname__} object {self.source.name()}"
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        import inspect
+
+        from ..source import AttrSource
+        from .builder import VariableBuilder
+
+        cls = type(self.value)
+        if cls.__getattribute__ is not object.__getattribute__:
+            raise Unsupported(f"{self.describe()} has a custom __getattribute__")
+        missing = object()
+        static = inspect.getattr_static(self.value, name, missing)
+        if static is missing:
+            raise Unsupported(f"{self.describe()} has no attribute {name!r} (or it comes from __getattr__)")
+        in_instance = name in getattr(self.value, "__dict__", {})
+        if not in_instance and inspect.isfunction(static):
+            return UserFunctionVariable(getattr(self.value, name))
+        descriptor_types = (type(cls.__dict__.get("__dict__")), type(getattr(cls, "__weakref__", None)))
+        member = type(static).__name__ == "member_descriptor"
+        if not in_instance and hasattr(type(static), "__get__") and not member and not isinstance(static, descriptor_types):
+            raise Unsupported(f"attribute {name!r} of {self.describe()} is a {type(static).__name__} "
+                              "(running its code is not traced yet)")
+        return VariableBuilder(tx, AttrSource(self.source, name))(getattr(self.value, name))

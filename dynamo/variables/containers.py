@@ -121,6 +121,13 @@ class DictVariable(VariableTracker):
             raise Unsupported(f"dict key {key!r} is missing (KeyError)")
         return self.items[key]
 
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("get", "keys", "values", "items"):
+            from .callables import DictMethodVariable
+
+            return DictMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
     def reconstruct(self, codegen: "Codegen") -> None:
         if self.source is not None:
             self.source.reconstruct(codegen)
@@ -140,6 +147,11 @@ class IteratorVariable(VariableTracker):
 
     def describe(self) -> str:
         return "iterator"
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = self.items[self.index:]
+        self.index = len(self.items)
+        return rest
 
     def next(self) -> VariableTracker | None:
         if self.index >= len(self.items):

@@ -38,7 +38,8 @@ def test_exact_source_of_a_small_graph():
     assert gm.code == (
         "def forward(x, y):\n"
         "    sin = numpy.sin(x)\n"
-        "    mul = sin * y  # File: f.py:3 in f, code: return np.sin(x) * y\n"
+        "    # File: f.py:3 in f, code: return np.sin(x) * y\n"
+        "    mul = sin * y\n"
         "    sum = mul.sum(axis=0)\n"
         "    return (sum, mul)\n"
     )
@@ -244,8 +245,9 @@ def test_generated_lines_show_in_tracebacks():
         gm(np.arange(4))
     text = "".join(traceback.format_exception(info.value))
     assert gm.filename in text
-    assert "reshape = add.reshape(7)  # File: user.py:12 in f, code: return (x + 1).reshape(7)" \
-        in text
+    assert "reshape = add.reshape(7)" in text
+    assert "    # File: user.py:12 in f, code: return (x + 1).reshape(7)\n    reshape = add.reshape(7)" \
+        in gm.code
 
 
 def test_print_readable_has_header_and_source(capsys):

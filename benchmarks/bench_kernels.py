@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 import time
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -123,6 +124,16 @@ class Impl:
     notes: list[str] = field(default_factory=list)
 
 
+def fresh_copy(fn: Callable) -> Callable:
+    """The same function on a new code object. npdynamo caches compiled code per code object
+    (not per backend), so the eager and C columns must not share one."""
+    code = fn.__code__.replace()
+    assert code is not fn.__code__
+    copy = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__, copy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    return copy
+
+
 def _dynamo_impls() -> tuple[list[Impl], str | None]:
     try:
         import dynamo
@@ -131,8 +142,8 @@ def _dynamo_impls() -> tuple[list[Impl], str | None]:
     except (ImportError, AttributeError) as exc:
         return [], (f"npdynamo public API unavailable ({type(exc).__name__}: {exc}); the "
                     "eager and C columns are skipped. Build dynamo._C and check dynamo.compile.")
-    return [Impl("eager", lambda k: compile_fn(k.fn, backend="eager")),
-            Impl("C", lambda k: compile_fn(k.fn, backend="c"))], None
+    return [Impl("eager", lambda k: compile_fn(fresh_copy(k.fn), backend="eager")),
+            Impl("C", lambda k: compile_fn(fresh_copy(k.fn), backend="c"))], None
 
 
 def _optional_impls() -> list[Impl]:

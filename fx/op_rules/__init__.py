@@ -6,7 +6,8 @@ of ufuncs are NumPy scalars, full reductions return scalars, ...); anything the 
 describe exactly, or that NumPy would reject, raises `RuleError`, and the translator then stops
 capturing so the frame runs in plain NumPy.
 
-* ``infer_call(target, args, kwargs)``: a NumPy function, any ufunc, or an `operator` function.
+* ``infer_call(target, args, kwargs)``: a NumPy function, any ufunc (and its ``reduce``,
+  ``accumulate``, ``outer`` methods), or an `operator` function.
 * ``infer_method(name, self_meta, args, kwargs)``: ndarray / NumPy scalar methods.
 * ``infer_attr(name, self_meta)``: ``shape ndim dtype size itemsize nbytes`` give Python values,
   ``T mT real imag`` give `ArrayMeta`.
@@ -30,6 +31,7 @@ from fx.meta import ArrayMeta
 from fx.op_rules import creation, elementwise, indexing, linalg, reductions, shape_ops  # noqa: F401
 from fx.op_rules._core import FUNCTION_RULES, REJECTED, Call, Result, RuleError, register
 from fx.op_rules.elementwise import ufunc_rule
+from fx.op_rules.reductions import UFUNC_METHOD_RULES
 
 __all__ = [
     "RuleError", "infer_call", "infer_method", "infer_attr", "is_supported_function",
@@ -40,6 +42,8 @@ __all__ = [
 def _rule_for(target: Any) -> Callable[[Call], Result] | None:
     if isinstance(target, np.ufunc):
         return ufunc_rule
+    if isinstance(getattr(target, "__self__", None), np.ufunc):  # np.add.reduce, ...
+        return UFUNC_METHOD_RULES.get(getattr(target, "__name__", None))
     try:
         return FUNCTION_RULES.get(target)
     except TypeError:  # unhashable callables have no rule

@@ -17,7 +17,7 @@ from fx.op_rules._core import (
     Call, Result, RuleError, broadcast, given, normalize_axes, register, shape_of,
 )
 
-__all__ = ["REDUCTIONS", "CUMULATIVE", "reduced_shape"]
+__all__ = ["REDUCTIONS", "CUMULATIVE", "UFUNC_METHOD_RULES", "reduced_shape"]
 
 REDUCTIONS = (
     np.sum, np.prod, np.mean, np.max, np.min, np.amax, np.amin, np.any, np.all, np.std, np.var,
@@ -66,3 +66,53 @@ def _cumulative_rule(call: Call) -> Result:
     if out is not None and (not isinstance(out, ArrayMeta) or out.shape != shape):
         raise RuleError(f"{call.name}: out= must be a traced array of shape {shape}")
     return call.result(res, shape)
+
+
+# --------------------------------------------------------------------------- ufunc methods
+# ``np.add.reduce`` etc. are bound methods of the ufunc: one rule per method name serves every
+# ufunc (looked up by `fx.op_rules._rule_for`).
+
+
+def _check_reduce_out(call: Call, out: object, shape: tuple) -> None:
+    if isinstance(out, tuple):
+        out = out[0] if len(out) == 1 else out
+    if out is not None and (not isinstance(out, ArrayMeta) or out.shape != shape):
+        raise RuleError(f"{call.name}: out= must be a traced array of shape {shape}")
+
+
+def _ufunc_reduce_rule(call: Call) -> Result:
+    res = call.run()
+    b = call.bind().arguments
+    extra = b.get("kwargs", {})
+    shape_in = shape_of(b["array"])
+    shape = reduced_shape(shape_in, b["axis"], bool(extra.get("keepdims", False)))
+    where = extra.get("where", True)
+    if where is not True and broadcast(shape_of(where), shape_in) != shape_in:
+        raise RuleError(f"{call.name}: where= does not broadcast to the array's shape")
+    _check_reduce_out(call, b["out"], shape)
+    return call.result(res, shape)
+
+
+def _ufunc_accumulate_rule(call: Call) -> Result:
+    res = call.run()
+    b = call.bind().arguments
+    shape = shape_of(b["array"])
+    _check_reduce_out(call, b["out"], shape)
+    return call.result(res, shape)
+
+
+def _ufunc_outer_rule(call: Call) -> Result:
+    if "out" in call.kwargs or "where" in call.kwargs:
+        raise RuleError(f"{call.name}: out=/where= of ufunc.outer are not supported by the rules")
+    res = call.run()
+    shape = tuple(d for x in call.args for d in shape_of(x))
+    if isinstance(res, tuple):  # several outputs (np.divmod.outer)
+        return tuple(call.result(r, shape) for r in res)
+    return call.result(res, shape)
+
+
+UFUNC_METHOD_RULES = {
+    "reduce": _ufunc_reduce_rule,
+    "accumulate": _ufunc_accumulate_rule,
+    "outer": _ufunc_outer_rule,
+}

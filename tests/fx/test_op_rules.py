@@ -58,6 +58,12 @@ def metas(value):
     return value
 
 
+def describe(value):
+    if isinstance(value, tuple):
+        return tuple(describe(v) for v in value)
+    return meta_of(value)
+
+
 def _same(real, got, where: str) -> None:
     if isinstance(real, tuple):
         assert isinstance(got, tuple) and len(got) == len(real), where
@@ -101,7 +107,7 @@ def check(fn, *args, **kwargs):
         got = infer_call(fn, metas(args), metas(kwargs))
     except RuleError as err:
         assert exc is not None, \
-            f"{where}: NumPy gives {meta_of(real_value)} but rule raised {err}"
+            f"{where}: NumPy gives {describe(real_value)} but rule raised {err}"
         return None
     assert exc is None, f"{where}: NumPy raised {exc!r} but rule gave {got}"
     _same(real_value, got, where)
@@ -115,7 +121,7 @@ def check_method(x, name, *args, **kwargs):
         got = infer_method(name, meta_of(x), metas(args), metas(kwargs))
     except RuleError as err:
         assert exc is not None, \
-            f"{where}: NumPy gives {meta_of(real_value)} but rule raised {err}"
+            f"{where}: NumPy gives {describe(real_value)} but rule raised {err}"
         return None
     assert exc is None, f"{where}: NumPy raised {exc!r} but rule gave {got}"
     _same(real_value, got, where)
@@ -418,3 +424,42 @@ def test_huge_metas_do_not_allocate():
     assert infer_call(operator.setitem, (big, (slice(None), 0), row), {}) is None
     assert infer_call(np.linspace, (0, 1, 10**12), {}).shape == (10**12,)
     assert time.perf_counter() - start < 2.0
+
+
+# --------------------------------------------------------------------------- the oracle itself
+
+
+def test_oracle_catches_wrong_rules(monkeypatch):
+    from fx.op_rules import _core
+
+    def to_f32(x):
+        return x.astype(np.float32)
+
+    def always_fails(x):
+        raise ValueError("no")
+
+    def refuse(call):
+        raise RuleError("refused")
+
+    x = arr(np.int8, (2,))
+    monkeypatch.setitem(_core.FUNCTION_RULES, to_f32,
+                        lambda call: ArrayMeta(np.float64, call.args[0].shape))
+    with pytest.raises(AssertionError, match="NumPy gives float32"):
+        check(to_f32, x)
+    monkeypatch.setitem(_core.FUNCTION_RULES, to_f32, refuse)
+    with pytest.raises(AssertionError, match="rule raised refused"):
+        check(to_f32, x)
+    monkeypatch.setitem(_core.FUNCTION_RULES, always_fails, lambda call: call.args[0])
+    with pytest.raises(AssertionError, match="NumPy raised"):
+        check(always_fails, x)
+
+
+def test_internal_errors_become_rule_errors(monkeypatch):
+    from fx.op_rules import _core
+
+    def broken(x):
+        return x
+
+    monkeypatch.setitem(_core.FUNCTION_RULES, broken, lambda call: {}["missing"])
+    with pytest.raises(RuleError, match="internal error.*KeyError"):
+        infer_call(broken, (ArrayMeta(np.float64, (2,)),), {})

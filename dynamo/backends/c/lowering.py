@@ -35,7 +35,8 @@ OPERATOR_UFUNCS: dict[Any, np.ufunc] = {
     operator.lt: np.less, operator.le: np.less_equal, operator.gt: np.greater,
     operator.ge: np.greater_equal, operator.eq: np.equal, operator.ne: np.not_equal,
     operator.and_: np.bitwise_and, operator.or_: np.bitwise_or, operator.xor: np.bitwise_xor,
-    operator.invert: np.invert,
+    operator.invert: np.invert, operator.floordiv: np.floor_divide, operator.mod: np.remainder,
+    operator.lshift: np.left_shift, operator.rshift: np.right_shift,
 }
 
 # ufuncs whose C form is only right for float loops / only defined for int or bool loops.

@@ -197,4 +197,5 @@ def check(backend: CountingBackend) -> Callable[..., Any]:
     _check.backend = backend  # type: ignore[attr-defined]
     _check.run_check = run_check  # type: ignore[attr-defined]  # with another backend
     _check.CountingBackend = CountingBackend  # type: ignore[attr-defined]
+    _check.assert_same = assert_same  # type: ignore[attr-defined]
     return _check

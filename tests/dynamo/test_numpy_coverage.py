@@ -553,9 +553,7 @@ def test_creation_constants(check):
 
 @pytest.mark.parametrize("fn", [
     creation_empty,
-    pytest.param(creation_empty_like, marks=xfail(strict=True, reason=(
-        "np.empty_like: internal error in the rule for empty_like: KeyError: 'a' "
-        "(frame not captured)"))),
+    creation_empty_like,
 ], ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dtype", ["float64", "int8"])
 def test_creation_empty_metadata(backend, fn, dtype):

@@ -8,7 +8,7 @@ Layout (one directory per entry, published atomically)::
 
     <root>/kernels/<key[:2]>/<key>/kernel.so      the shared object
                                    kernel.c       the C source, kept readable for debugging
-                                   kernel_ffi.py  cffi's out-of-line ABI module (no pycparser at load)
+                                   kernel_ffi.py  pre-parsed cffi ABI module (cffi out-of-line)
                                    meta.json      key, source hash, sizes, sha256 of each file
     <root>/toolchains/<hash>.json                 compiler --version / OpenMP probe results
     <root>/failed/<key>.c                         the source of the last build that failed

@@ -89,7 +89,7 @@ def assert_same(expected: Any, actual: Any, where: str = "result") -> None:
 
 
 def _views(result: Any, args: tuple) -> list[list[bool]]:
-    """For each array in `result` (flattened), which array arguments it shares memory with."""
+    """For each array in `result` (flattened): which array arguments and outputs it aliases."""
     flat: list[np.ndarray] = []
 
     def walk(value: Any) -> None:
@@ -104,7 +104,9 @@ def _views(result: Any, args: tuple) -> list[list[bool]]:
 
     walk(result)
     arrays = [a for a in args if isinstance(a, np.ndarray)]
-    return [[np.shares_memory(r, a) for a in arrays] for r in flat]
+    # Also among the outputs themselves: `return y, y` (same object), `return y, y[0]` (a view).
+    return [[np.shares_memory(r, a) for a in arrays]
+            + [(r is o, np.shares_memory(r, o)) for o in flat] for r in flat]
 
 
 class View:

@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 
 from fx.meta import ArrayMeta
-from fx.op_rules import creation, elementwise, indexing, linalg, reductions, shape_ops  # noqa: F401
+from fx.op_rules import (  # noqa: F401  (importing registers the rules)
+    creation, elementwise, indexing, linalg, reductions, reorder, shape_ops,
+)
 from fx.op_rules._core import FUNCTION_RULES, REJECTED, Call, Result, RuleError, register
 from fx.op_rules.elementwise import ufunc_rule
 from fx.op_rules.reductions import UFUNC_METHOD_RULES
@@ -87,7 +89,8 @@ _METHODS: dict[str, Any] = {
     **{name: getattr(np, name) for name in (
         "sum", "prod", "mean", "max", "min", "std", "var", "argmax", "argmin", "any", "all",
         "cumsum", "cumprod", "reshape", "transpose", "swapaxes", "squeeze", "ravel", "copy",
-        "clip", "round", "dot", "astype")},
+        "clip", "round", "dot", "astype", "argsort", "repeat", "take", "trace",
+        "diagonal")},
     "flatten": np.ravel,
     "conj": np.conjugate,
     "conjugate": np.conjugate,
@@ -113,9 +116,13 @@ _REJECTED_METHODS = {
 }
 
 
-def _fill_rule(call: Call) -> Result:
-    call.run(args=(ArrayMeta(call.args[0].dtype, ()),) + call.method_args)
+def _in_place_method_rule(call: Call) -> Result:
+    """x.fill(v), x.sort(axis): mutate x, return None; the stand-in run validates."""
+    call.run()
     return None
+
+
+_IN_PLACE_METHODS = ("fill", "sort")
 
 
 def infer_method(name: str, self_meta: ArrayMeta, args: tuple | list = (),
@@ -124,8 +131,8 @@ def infer_method(name: str, self_meta: ArrayMeta, args: tuple | list = (),
     if name in _REJECTED_METHODS:
         raise RuleError(_REJECTED_METHODS[name])
     args, kwargs = tuple(args), dict(kwargs or {})
-    if name == "fill":
-        return _evaluate(_fill_rule, Call(None, (self_meta,), kwargs, name, args))
+    if name in _IN_PLACE_METHODS:
+        return _evaluate(_in_place_method_rule, Call(None, (self_meta,), kwargs, name, args))
     target = _METHODS.get(name)
     if target is None:
         raise RuleError(f"no shape/dtype rule for the method .{name}(); it cannot be captured")
@@ -134,11 +141,11 @@ def infer_method(name: str, self_meta: ArrayMeta, args: tuple | list = (),
 
 
 def is_supported_method(name: str) -> bool:
-    return name in _METHODS or name == "fill"
+    return name in _METHODS or name in _IN_PLACE_METHODS
 
 
 def supported_methods() -> list[str]:
-    return sorted([*_METHODS, "fill"])
+    return sorted([*_METHODS, *_IN_PLACE_METHODS])
 
 
 # --------------------------------------------------------------------------- attributes

@@ -185,6 +185,23 @@ REJECTED.update({
 # --------------------------------------------------------------------------- where/clip/round
 
 
+@register(np.isclose, np.nan_to_num, np.real, np.imag, np.angle, abs, pow)
+def _elementwise_function_rule(call: Call) -> Result:
+    """Python-level elementwise functions (and the builtins abs/pow on arrays)."""
+    res = call.run()
+    shapes = [shape_of(v) for v in (*call.args, *call.kwargs.values())]
+    return call.result(res, broadcast(*shapes, what=call.name))
+
+
+@register(divmod)
+def _divmod_builtin_rule(call: Call) -> Result:
+    res = call.run()
+    shape = broadcast(*(shape_of(v) for v in call.args), what="divmod")
+    if not isinstance(res, tuple):
+        raise RuleError(f"divmod returned {type(res).__name__}")
+    return tuple(call.result(r, shape) for r in res)
+
+
 @register(np.where)
 def _where_rule(call: Call) -> Result:
     if len(call.args) + len(call.kwargs) == 1:

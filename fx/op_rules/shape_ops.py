@@ -1,5 +1,5 @@
 """Rules for shape manipulation: views (reshape, transpose, swapaxes, moveaxis, squeeze,
-expand_dims, broadcast_to, atleast_*d), copies (ravel, copy, astype) and joins (concatenate,
+expand_dims, broadcast_to, atleast_*d, flip, rot90, diagonal), copies (ravel, copy, astype) and joins (concatenate,
 stack, vstack, hstack).
 
 View functions run on zero-strided full-shape stand-ins: NumPy computes the exact result shape
@@ -22,7 +22,8 @@ __all__ = ["VIEW_FUNCTIONS", "view_rule"]
 
 VIEW_FUNCTIONS = (
     np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims,
-    np.broadcast_to, np.matrix_transpose, np.permute_dims,
+    np.broadcast_to, np.matrix_transpose, np.permute_dims, np.flip, np.fliplr, np.flipud,
+    np.rot90, np.diagonal,
 )
 
 

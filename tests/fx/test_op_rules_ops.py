@@ -387,3 +387,51 @@ def test_ufunc_methods(uf):
         check(uf.accumulate, a, dtype=np.float64)
         check(uf.outer, a, arr(np.int16, (2,)))
         check(uf.outer, a, 2.5)
+
+
+# --------------------------------------------------------------------------- reorder & friends
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (0,), (2, 3), (2, 0, 3)])
+def test_reorder_functions(shape):
+    for dtype in (np.int8, np.float32, bool, np.complex64):
+        a = arr(dtype, shape)
+        for axis in (None, 0, -1, 1, 3):
+            check(np.sort, a, axis=axis)
+            check(np.argsort, a, axis=axis)
+            check_method(a, "argsort", axis)
+            check_method(a.copy(), "sort", axis=axis if axis is not None else -1)
+            check(np.diff, a, axis=axis if axis is not None else -1)
+            check(np.repeat, a, 3, axis=axis)
+            check_method(a, "repeat", 2, axis)
+            check(np.repeat, a, [1, 2], axis=axis)
+            check(np.take, a, [0, -1], axis=axis)
+            check(np.take, a, [[0], [1]], axis=axis, mode="clip")
+            check(np.take, a, Const(np.array(5)), axis=axis)
+            check(np.take, a, arr(np.intp, (2, 2), 0), axis=axis)
+            check_method(a, "take", [0], axis)
+            check(np.flip, a, axis)
+        for n in (0, 1, 2, 5, -1):
+            check(np.diff, a, n)
+            check(np.diff, a, n, prepend=0, append=arr(dtype, shape[:-1] + (2,)))
+        for reps in (1, 3, 0, (2, 1), (1, 2, 3), [2], -1, 2.5):
+            check(np.tile, a, reps)
+        check(np.repeat, a, -1)
+        with pytest.raises(RuleError, match="data-dependent"):
+            infer_call(np.repeat, (meta_of(a), ArrayMeta(np.intp, ())), {})
+        for offset in (0, 1, -1):
+            check(np.trace, a, offset)
+            check(np.diagonal, a, offset)
+            check_method(a, "trace", offset)
+            check_method(a, "diagonal", offset)
+        check(np.trace, a, dtype=np.float64, axis1=-1, axis2=0)
+        for fn in (np.fliplr, np.flipud, np.rot90, np.real, np.imag, np.angle, np.nan_to_num,
+                   abs):
+            check(fn, a)
+        check(np.rot90, a, 3, (1, 0))
+        check(np.isclose, a, 1.5)
+        check(np.isclose, a, arr(np.float32, shape[-1:]))
+        check(pow, a, 2)
+        check(divmod, a, 3)
+        check(divmod, 3.5, a)
+        check_method(a.copy(), "fill", 2)

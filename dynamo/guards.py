@@ -16,6 +16,7 @@ fails for some inputs, used for recompile reasons).
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -62,7 +63,7 @@ class GuardBuilder:
     """Turns guards into Python expressions; objects they compare with become globals."""
 
     def __init__(self) -> None:
-        self.scope: dict[str, object] = {"___ndarray": np.ndarray}
+        self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign}
         self._names: dict[int, str] = {}
         self._counter = itertools.count()
 
@@ -95,6 +96,13 @@ class GuardBuilder:
         checks = [f"type({e}) is {self.const(typ, typ.__name__)}"]
         if typ is float and value != value:
             checks.append(f"{e} != {e}")
+        elif typ is float and value == 0.0:
+            # 0.0 == -0.0, but the sign shows in results (1/x, x * -0.0): check it too.
+            checks.append(f"{e} == 0.0")
+            checks.append(f"___copysign(1.0, {e}) == {math.copysign(1.0, value)!r}")
+        elif typ is complex:
+            # repr keeps the sign of zero parts and NaNs, which == does not.
+            checks.append(f"repr({e}) == {repr(value)!r}")
         elif typ in _SIMPLE_CONSTANT_TYPES or (typ is float and abs(value) != float("inf")):
             checks.append(f"{e} == {value!r}")
         else:

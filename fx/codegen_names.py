@@ -193,8 +193,9 @@ class _Writer:
             return "..." if v is Ellipsis else repr(v)
         if kind is float:
             return _float_text(v)
-        if kind is complex and math.isfinite(v.real) and math.isfinite(v.imag):
-            return repr(v)
+        if kind is complex:
+            # repr(complex(-0.0, 0.0)) is "(-0+0j)", which evaluates to +0j: spell both parts out.
+            return f"complex({_float_text(v.real)}, {_float_text(v.imag)})"
         if kind is tuple:
             inner = ", ".join(self.value(x) for x in v)
             return f"({inner},)" if len(v) == 1 else f"({inner})"

@@ -992,8 +992,9 @@ def test_scalar_argument_guards(check, backend, calls):
     run_sequence(check, backend, times, calls)
 
 
-@xfail(strict=True, reason="guards compare Python floats/complex with ==, so -0.0 reuses the graph "
-       "compiled for 0.0 (constant baked in): x * -0.0 gives +0.0 instead of -0.0")
+# Regression: guards compared Python floats/complex with ==, so -0.0 reused the graph compiled
+# for 0.0 (constant baked in) and x * -0.0 gave +0.0; complex constants also lost the sign of zero
+# in the generated graph code.
 @pytest.mark.parametrize("zero, negative_zero", [(0.0, -0.0), (0j, complex(-0.0, 0.0))],
                          ids=["float", "complex"])
 def test_signed_zero_python_scalar_argument(check, backend, zero, negative_zero):
@@ -1007,8 +1008,7 @@ def times_global_zero(x):
     return x * G_ZERO
 
 
-@xfail(strict=True, reason="guards compare global Python floats with ==: after G = -0.0 the graph "
-       "for G = 0.0 is reused and x * G gives +0.0 instead of -0.0")
+# Regression: after G = -0.0 the graph for G = 0.0 was reused (x * G gave +0.0).
 def test_signed_zero_global(check, backend):
     global G_ZERO
     cf = dynamo.compile(times_global_zero, backend=backend)

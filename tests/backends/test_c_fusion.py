@@ -32,6 +32,7 @@ def build(fn, inputs, **options):
     gm = GraphModule(g)
     propagate_shapes(gm, inputs)
     options.setdefault("min_size", 0)
+    options.setdefault("calibrate", False)
     return gm, compile_graph(gm, inputs, **options)
 
 
@@ -206,3 +207,16 @@ def test_passes_run_before_fusion():
     gm, f, _, _ = run_both(lambda x: (x * np.float64(2.0) + np.sqrt(np.float64(4.0))) * 1.0
                            + (x * np.float64(2.0)), [X])
     assert not any(n.target is np.sqrt for n in gm.graph.nodes)
+
+
+def test_calibration_picks_a_path_and_both_paths_agree():
+    x = np.random.default_rng(1).standard_normal(20_000)
+    gm, f = build(lambda a: np.log(np.abs(a) + 1.0) * 2.0, [x], calibrate=True)
+    (runner,) = f.runners.values()
+    assert runner.use_kernel is None
+    want = gm.forward(x)
+    np.testing.assert_allclose(f(x), want, rtol=1e-14)
+    assert runner.use_kernel in (True, False)
+    for verdict in (True, False):
+        runner.use_kernel = verdict
+        np.testing.assert_allclose(f(x), want, rtol=1e-14)

@@ -36,6 +36,7 @@ def build(fn, inputs, **options):
     gm = GraphModule(g)
     propagate_shapes(gm, inputs)
     options.setdefault("min_size", 0)
+    options.setdefault("calibrate", False)
     return gm, compile_graph(gm, inputs, **options)
 
 

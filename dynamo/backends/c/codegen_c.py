@@ -1,8 +1,9 @@
 """C code generation: loop-level kernels (`loop_ir`) -> readable C source + cffi ``cdef``.
 
 In: `PointwiseKernel` / `ReductionKernel` objects from `fusion.py`. Out: C source text with one
-exported function per kernel, ``int NAME(const int64_t *A)``; ``A`` is the argument block packed
-by `kernel.py` (layout documented on `pointwise_source` / `reduction_source`). The return value
+exported function per kernel, ``int NAME(const int64_t *A, char **P)``: ``A`` is the block of
+threads/shape/strides that `kernel.py` caches per layout, ``P`` the data pointers of one call
+(layouts documented on `pointwise_source` / `reduction_source`). The return value
 is the OR of the floating-point exception flags raised by the kernel (``FE_*`` bits), which the
 runtime replays through NumPy's error machinery.
 
@@ -270,36 +271,34 @@ _PROLOGUE = """\
 """
 
 
-def _operand_decls(k: Kernel, n_in: int, out_types: list[str], stride_sets: int) -> list[str]:
-    """Pointer + stride-array declarations for inputs ``in<i>`` and outputs ``out<i>``.
-
-    Operand ``i`` sits at ``P + i * (1 + stride_sets * nd)`` as (address, strides...).
-    """
-    lines = [f"    const int64_t W = 1 + {stride_sets} * nd;"]
+def _operand_decls(k: Kernel, n_in: int, out_types: list[str]) -> list[str]:
+    """Declarations of inputs ``in<i>`` (strides ``st<i>``, ``nd`` of them at ``S + i * nd``)
+    and outputs ``out<j>``; data pointers come in ``P`` (inputs, then outputs)."""
+    lines = []
     for i, od in enumerate(k.operands):
-        lines.append(f"    const {ctype(od.dtype)} *restrict in{i} = "
-                     f"(const {ctype(od.dtype)} *)(intptr_t)P[{i} * W]; "
-                     f"const int64_t *st{i} = P + {i} * W + 1;")
+        t = ctype(od.dtype)
+        lines.append(f"    const {t} *restrict in{i} = (const {t} *)P[{i}]; "
+                     f"const int64_t *st{i} = S + {i} * nd;")
     for j, t in enumerate(out_types):
-        lines.append(f"    {t} *restrict out{j} = ({t} *)(intptr_t)P[{n_in + j} * W];")
+        lines.append(f"    {t} *restrict out{j} = ({t} *)P[{n_in + j}];")
     return lines
 
 
 def pointwise_source(k: PointwiseKernel) -> str:
     """C for a pointwise kernel.
 
-    ``A = [threads, parallel, block, nd, shape[nd], then per input: address, strides[nd] (in
-    elements, 0 where broadcast), then per output: address, strides[nd] (C-contiguous)]``.
+    ``A = [threads, parallel, block, nd, shape[nd], then per input strides[nd] (in elements, 0
+    where broadcast)]``; ``P`` = data pointers of the inputs, then of the (C-contiguous) outputs.
     The domain is walked as rows (all but the last dim) cut into blocks of ``block`` elements;
     rows whose inputs all have unit inner stride take the contiguous ``omp simd`` loop.
     """
     n_in = len(k.operands)
     outs = [ctype(v.dtype) for v in k.outputs]
-    L = [f"int {k.name}(const int64_t *A)", "{",
+    L = [f"int {k.name}(const int64_t *A, char **P)", "{",
          "    const int nthreads = (int)A[0], par = (int)A[1];",
          "    const int64_t blk = A[2], nd = A[3];",
-         "    const int64_t *shape = A + 4, *P = A + 4 + nd;"]
-    L += _operand_decls(k, n_in, outs, 1)
+         "    const int64_t *shape = A + 4, *S = A + 4 + nd;"]
+    L += _operand_decls(k, n_in, outs)
     L += ["    const int64_t inner = shape[nd - 1];",
           "    int64_t outer = 1;",
           "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
@@ -366,9 +365,9 @@ def _combine(op: str, acc_dt: np.dtype) -> Callable[[str, str], str]:
 def reduction_source(k: ReductionKernel) -> str:
     """C for a reduction kernel.
 
-    ``A = [threads, parallel, nk, nr, kept shape[nk], reduced shape[nr], then per input:
-    address, kept strides[nk], reduced strides[nr]; then the output: address (contiguous over
-    the kept dims)]``; ``nk >= 1`` and ``nr >= 1`` (the runtime pads with size-1 dims). The
+    ``A = [threads, parallel, nk, nr, kept shape[nk], reduced shape[nr], then per input: kept
+    strides[nk], reduced strides[nr]]``; ``P`` = input data pointers, then the output's
+    (contiguous over the kept dims); ``nk >= 1`` and ``nr >= 1`` (the runtime pads with size-1 dims). The
     last reduced dim is the inner run: summed pairwise (NumPy's algorithm) for floats.
     """
     n_in, acc, name = len(k.operands), ctype(k.acc_dtype), k.name
@@ -410,12 +409,12 @@ def reduction_source(k: ReductionKernel) -> str:
                 "}",
             ]
     out_t = "int64_t" if arg else ctype(k.out_dtype)
-    L += [f"int {name}(const int64_t *A)", "{",
+    L += [f"int {name}(const int64_t *A, char **P)", "{",
           "    const int nthreads = (int)A[0], par = (int)A[1];",
           "    const int64_t nk = A[2], nr = A[3];",
-          "    const int64_t *kshape = A + 4, *rshape = A + 4 + nk, *P = A + 4 + nk + nr;",
+          "    const int64_t *kshape = A + 4, *rshape = A + 4 + nk, *S = A + 4 + nk + nr;",
           "    const int64_t nd = nk + nr;"]
-    L += _operand_decls(k, n_in, [out_t], 1)
+    L += _operand_decls(k, n_in, [out_t])
     L += ["    int64_t nout = 1, nrows = 1;",
           "    for (int64_t d = 0; d < nk; d++) nout *= kshape[d];",
           "    for (int64_t d = 0; d < nr - 1; d++) nrows *= rshape[d];",
@@ -525,4 +524,4 @@ def module_source(kernels: list[Kernel], vector_math: bool = True) -> str:
 
 def cdef_for(kernels: list[Kernel]) -> str:
     """The cffi declarations of the exported kernel functions."""
-    return "\n".join(f"int {k.name}(const int64_t *A);" for k in kernels)
+    return "\n".join(f"int {k.name}(const int64_t *A, char **P);" for k in kernels)

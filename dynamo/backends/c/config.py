@@ -30,10 +30,15 @@ class COptions:
     parallel_threshold: int = 1 << 17
     #: Compile with ``-ffast-math`` (NaN/Inf/signed-zero/FP-warning semantics may differ).
     fastmath: bool = False
-    #: Domains smaller than this many elements run the NumPy path: measured on the 2-core
-    #: reference machine (scripts in the report), at which a fused kernel of a short chain
-    #: starts to beat NumPy once the per-call argument packing (~3 us) is paid.
-    min_size: int = 2048
+    #: Domains smaller than this many elements are not compiled; their nodes run as NumPy
+    #: calls. Measured on the 2-core reference machine: a kernel call costs ~5-12 us of fixed
+    #: Python/cffi overhead, so a 10-op chain wins from ~1k elements but a 2-op chain only
+    #: from ~16k; 8192 keeps short chains from losing, `calibrate` handles the rest.
+    min_size: int = 8192
+    #: On its first call, time each kernel against its own NumPy path and keep the faster one
+    #: (per kernel, measured on this machine: e.g. a lone float64 ``log`` is slower in libmvec
+    #: than in NumPy's AVX-512 loops, while any fused chain wins).
+    calibrate: bool = True
     #: Compiler executable (None: the build layer picks ``$CC`` or ``cc``/``gcc``).
     compiler: str | None = None
     #: Extra compiler flags.

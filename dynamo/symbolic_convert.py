@@ -182,16 +182,20 @@ class InstructionTranslator:
         raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()} is not supported")
 
     def _sequence_op(self, op: Callable, a: VariableTracker, b: VariableTracker) -> VariableTracker:
-        if op in (operator.add, operator.iadd) and isinstance(a, _Sequence) and isinstance(b, _Sequence):
+        """``+`` and ``*`` on tuples and lists (in place for lists built in this frame)."""
+        if op in (operator.add, operator.iadd) and isinstance(a, _Sequence) and type(a) is type(b):
             if op is operator.iadd and isinstance(a, ListVariable):
                 a.extend(b.unpack(self))
                 return a
-            if type(a) is type(b):
-                return type(a)(a.items + b.items)
+            return type(a)(a.items + b.items)
         if op in (operator.mul, operator.imul):
             seq, times = (a, b) if isinstance(a, _Sequence) else (b, a)
-            count = times.as_python_constant()
-            if isinstance(count, int) and not isinstance(seq, ListVariable) or op is operator.mul:
+            count = times.as_python_constant() if times.is_python_constant() else None
+            if isinstance(count, int) and not isinstance(count, bool):
+                if op is operator.imul and isinstance(seq, ListVariable):
+                    seq.check_mutable()
+                    seq.items[:] = seq.items * count
+                    return seq
                 return type(seq)(seq.items * count)
         raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()} is not supported")
 

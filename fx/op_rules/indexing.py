@@ -11,6 +11,7 @@ adjacent, and goes first otherwise. A traced boolean mask gives a data-dependent
 from __future__ import annotations
 
 import operator
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -68,10 +69,12 @@ def _advanced_shape(shape: tuple[int, ...], entries: list) -> tuple[int, ...]:
         entries = entries + [Ellipsis]
     dim = 0
     pieces: list = []  # ("dim", n) or ("adv", shape)
+    bounds: list = []  # (index, length of its dimension): checked once the shape is known
     for e in entries:
         if e is None:
             pieces.append(("dim", 1))
         elif e is Ellipsis:
+            pieces.append(("sep", 0))  # even an empty '...' keeps advanced indices apart
             for _ in range(len(shape) - consumed):
                 pieces.append(("dim", shape[dim]))
                 dim += 1
@@ -86,11 +89,17 @@ def _advanced_shape(shape: tuple[int, ...], entries: list) -> tuple[int, ...]:
             pieces.append(("adv", (int(mask.sum()),)))
             dim += mask.ndim
         else:
-            _check_bounds(e, shape[dim])
+            bounds.append((e, shape[dim]))
             pieces.append(("adv", shape_of(e)))
             dim += 1
     adv = [p for p in pieces if p[0] == "adv"]
     bshape = broadcast(*(p[1] for p in adv), what="IndexError: index arrays")
+    for e, n in bounds:
+        # NumPy checks integers always, index arrays only when it will use some values
+        if prod(bshape) or shape_of(e) == ():
+            _check_bounds(e, n)
+        else:
+            _check_dtype(e)
     first = next(i for i, p in enumerate(pieces) if p[0] == "adv")
     last = max(i for i, p in enumerate(pieces) if p[0] == "adv")
     dims = [(i, p[1]) for i, p in enumerate(pieces) if p[0] == "dim"]
@@ -100,11 +109,15 @@ def _advanced_shape(shape: tuple[int, ...], entries: list) -> tuple[int, ...]:
     return bshape + tuple(n for _, n in dims)
 
 
+def _check_dtype(e: Any) -> None:
+    if isinstance(e, ArrayMeta) and e.dtype.kind not in _INT_KINDS:
+        raise RuleError(f"IndexError: arrays used as indices must be of integer type, "
+                        f"got {e.dtype}")
+
+
 def _check_bounds(e: Any, n: int) -> None:
+    _check_dtype(e)
     if isinstance(e, ArrayMeta):
-        if e.dtype.kind not in _INT_KINDS:
-            raise RuleError(f"IndexError: arrays used as indices must be of integer type, "
-                            f"got {e.dtype}")
         if n == 0 and e.size > 0:
             raise RuleError("IndexError: index into a dimension of size 0")
         return
@@ -169,8 +182,12 @@ def _setitem_rule(call: Call) -> Result:
                             "values as True entries (data-dependent)")
         _check_value_cast(call, x.dtype, value)
         return None
-    _, shape = _target(call, x, index)
+    res, shape = _target(call, x, index)
     vshape = shape_of(value, "value")
+    if isinstance(res, np.generic) and vshape != ():
+        # a single element (every dimension indexed by an integer) takes only 0-d values
+        raise RuleError("ValueError: setting an array element with a sequence (the target "
+                        f"is one element, the value has shape {vshape})")
     while len(vshape) > len(shape) and vshape[0] == 1:
         vshape = vshape[1:]  # NumPy drops leading length-1 dimensions of the value
     if broadcast(vshape, shape, what="value and indexed target") != shape:

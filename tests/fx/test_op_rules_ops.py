@@ -324,7 +324,7 @@ def test_getitem_bool_scalar_is_refused_on_purpose():
             infer_call(operator.getitem, (ArrayMeta(float, (3,)), flag), {})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=_oracle.EXAMPLES, deadline=None)
 @given(st.lists(st.one_of(st.integers(-4, 4), st.none(), st.just(Ellipsis),
                           st.builds(slice, st.integers(-4, 4) | st.none(),
                                     st.integers(-4, 4) | st.none(),
@@ -333,6 +333,25 @@ def test_getitem_bool_scalar_is_refused_on_purpose():
        st.lists(st.integers(0, 3), max_size=3).map(tuple))
 def test_basic_indexing_property(index, shape):
     check(operator.getitem, arr(np.float64, shape), index)
+
+
+_slices = st.builds(slice, st.integers(-4, 4) | st.none(), st.integers(-4, 4) | st.none(),
+                    st.sampled_from([None, 1, 2, -1]))
+_index_entries = st.one_of(
+    st.integers(-3, 3), st.none(), st.just(Ellipsis), _slices,
+    st.lists(st.integers(-3, 3), max_size=3),                       # constant index list
+    st.builds(lambda s: arr(np.intp, s, 0),                          # traced index array
+              st.lists(st.integers(0, 2), max_size=2).map(tuple)),
+)
+
+
+@settings(max_examples=_oracle.EXAMPLES, deadline=None)
+@given(st.lists(_index_entries, max_size=4).map(tuple),
+       st.lists(st.integers(0, 3), max_size=4).map(tuple))
+def test_advanced_indexing_property(index, shape):
+    check(operator.getitem, arr(np.float32, shape), index)
+    check(operator.setitem, arr(np.float32, shape), index, 1.0)
+    check(operator.setitem, arr(np.int8, shape), index, arr(np.float64, (1,)))
 
 
 SET_CASES = [

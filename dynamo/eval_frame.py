@@ -10,44 +10,61 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 from typing import Any, Callable
 
 from . import _C
 from .backends import Backend, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 
-__all__ = ["compile", "optimize", "disable", "run", "reset"]
+__all__ = ["compile", "optimize", "disable", "run", "reset", "capture_state"]
+
+
+class _CaptureState(threading.local):
+    """This thread's current backend; every compiled version guards on it, so a function
+    compiled with two backends keeps one version per backend (None: any version may run)."""
+
+    backend: Any = None
+
+
+capture_state = _CaptureState()
 
 
 class _CaptureContext:
-    """Sets this thread's hook callback for a `with` block or around each call of a function."""
+    """Sets this thread's hook callback (and current backend) for a `with` block or around each
+    call of a function."""
 
-    def __init__(self, callback: Any) -> None:
+    def __init__(self, callback: Any, backend: Any = None) -> None:
         self.callback = callback
-        self._saved: list[Any] = []
+        self.backend = backend
+        self._saved: list[tuple[Any, Any]] = []
 
     def __enter__(self) -> "_CaptureContext":
-        self._saved.append(_C.set_eval_frame(self.callback))
+        self._saved.append((_C.set_eval_frame(self.callback), capture_state.backend))
+        capture_state.backend = self.backend
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _C.set_eval_frame(self._saved.pop())
+        callback, capture_state.backend = self._saved.pop()
+        _C.set_eval_frame(callback)
 
     def __call__(self, fn: Callable) -> Callable:
         if not callable(fn):
             raise TypeError(f"expected a function to wrap, got {type(fn).__name__}")
         if inspect.isclass(fn):
             raise TypeError("npdynamo wraps functions, not classes; wrap the method or function instead")
-        callback = self.callback
-        set_eval_frame = _C.set_eval_frame
+        callback, backend = self.callback, self.backend
+        set_eval_frame, state = _C.set_eval_frame, capture_state
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            prior = set_eval_frame(callback)
+            prior, prior_backend = set_eval_frame(callback), state.backend
+            state.backend = backend
             try:
                 return fn(*args, **kwargs)
             finally:
                 set_eval_frame(prior)
+                state.backend = prior_backend
 
         wrapper._dynamo_orig_fn = fn  # type: ignore[attr-defined]
         wrapper._dynamo_callback = callback  # type: ignore[attr-defined]
@@ -56,7 +73,8 @@ class _CaptureContext:
 
 def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False) -> _CaptureContext:
     """Capture every frame run inside: ``with dynamo.optimize("eager"): f(x)``, or a decorator."""
-    return _CaptureContext(ConvertFrame(lookup_backend(backend), fullgraph=fullgraph))
+    backend_fn = lookup_backend(backend)
+    return _CaptureContext(ConvertFrame(backend_fn, fullgraph=fullgraph), backend_fn)
 
 
 def compile(fn: Callable | None = None, *, backend: str | Backend = "eager", fullgraph: bool = False,

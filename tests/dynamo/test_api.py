@@ -400,3 +400,19 @@ def test_dynamo_logs_environment_variable_prints_graph_guards_bytecode(tmp_path)
     assert "[dynamo.guards]" in err and "x.shape == (3,)" in err
     assert "[dynamo.recompiles]" in err and "x.shape == (3,)" in err
     assert "[dynamo.bytecode]" in err and "TRANSFORMED" in err
+
+
+def test_each_backend_keeps_its_own_versions():
+    first, second = Counter(), Counter()
+
+    def f(x):
+        return np.exp(x) + 1
+
+    x = np.ones(3)
+    dynamo.compile(f, backend=first)(x)
+    dynamo.compile(f, backend=second)(x)  # not served by `first`'s version
+    dynamo.compile(f, backend=first)(x)  # both cached now
+    assert len(first.graphs) == 1 and len(second.graphs) == 1
+    assert len(_C.get_cache_entries(f.__code__)) == 2
+    assert_same(dynamo.run(f)(x), np.exp(x) + 1)  # run-only: any backend's version
+    assert len(first.graphs) == 1 and len(second.graphs) == 1

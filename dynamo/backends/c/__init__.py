@@ -73,8 +73,8 @@ def _node_runner(node: Any, gm: Any) -> Callable[[dict], Any]:
 
 
 def _can_raise_fp(k: Kernel) -> bool:
-    values = k.outputs if k.kind == "pointwise" else [k.value]
-    if k.kind == "reduction" and k.acc_dtype.kind == "f":
+    values = k.outputs if k.kind == "pointwise" else k.values
+    if k.kind == "reduction" and any(r.acc_dtype.kind == "f" for r in k.reductions):
         return True
     return any(v.dtype.kind == "f" or getattr(v, "arg_dtype", None) is not None
                and v.arg_dtype.kind == "f" for v in walk(values))

@@ -20,7 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from .loop_ir import Const, Kernel, Load, Op, PointwiseKernel, ReductionKernel, Value, walk
+from .loop_ir import (Const, Kernel, Load, Op, PointwiseKernel, Reduction, ReductionKernel,
+                      RowRef, Value, walk)
 
 __all__ = ["OPS", "ctype", "kernel_source", "module_source", "cdef_for", "FLOAT_MATH"]
 
@@ -235,13 +236,16 @@ def _const(c: Const) -> str:
     return f"(({t}){int(c.value)})"
 
 
-def _body(values: list[Value], load: Callable[[Load], str], indent: str) -> tuple[list[str], dict]:
+def _body(values: list[Value], load: Callable[[Load], str], indent: str,
+          rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}") -> tuple[list[str], dict]:
     """C statements computing every node of ``values``' DAG once; returns lines and names."""
     lines: list[str] = []
     names: dict[Value, str] = {}
     for i, v in enumerate(walk(values)):
         if isinstance(v, Load):
             expr = load(v)
+        elif isinstance(v, RowRef):
+            expr = rowref(v)
         elif isinstance(v, Const):
             names[v] = _const(v)
             continue
@@ -362,59 +366,145 @@ def _combine(op: str, acc_dt: np.dtype) -> Callable[[str, str], str]:
     return table[op]
 
 
-def reduction_source(k: ReductionKernel) -> str:
-    """C for a reduction kernel.
-
-    ``A = [threads, parallel, nk, nr, kept shape[nk], reduced shape[nr], then per input: kept
-    strides[nk], reduced strides[nr]]``; ``P`` = input data pointers, then the output's
-    (contiguous over the kept dims); ``nk >= 1`` and ``nr >= 1`` (the runtime pads with size-1 dims). The
-    last reduced dim is the inner run: summed pairwise (NumPy's algorithm) for floats.
-    """
-    n_in, acc, name = len(k.operands), ctype(k.acc_dtype), k.name
-    pairwise = k.op in ("sum", "mean") and _is_float(k.acc_dtype)
-    arg = k.op in ("argmax", "argmin")
-    row_fields = "".join(f" const {ctype(o.dtype)} *p{i}; int64_t s{i};"
-                         for i, o in enumerate(k.operands))
-    L = [f"typedef struct {{{row_fields} }} {name}_row;"]
-    conv = Op("cast", (k.value,), k.acc_dtype, k.value.dtype)
+def _reduction_functions(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
+    """Element functions ``<name>_r<i>v{c,s}`` (prologue value, contiguous / strided) and, for
+    float sums, NumPy's pairwise summation ``<name>_r<i>pw{c,s}``."""
+    name, acc = f"{k.name}_r{i}", ctype(red.acc_dtype)
+    conv = Op("cast", (red.value,), red.acc_dtype, red.value.dtype)
+    L: list[str] = []
     for variant, load in (("c", lambda v: f"r->p{v.operand}[j]"),
                           ("s", lambda v: f"r->p{v.operand}[j * r->s{v.operand}]")):
         lines, names = _body([conv], load, "    ")
-        L += [f"static inline {acc} {name}_v{variant}(const {name}_row *r, int64_t j)", "{"]
+        L += [f"static inline {acc} {name}v{variant}(const {k.name}_row *r, int64_t j)", "{"]
         L += lines + [f"    return {names[conv]};", "}"]
-        if pairwise:
+        if red.op in ("sum", "mean") and _is_float(red.acc_dtype):
+            f = f"{name}pw{variant}"
+            v = f"{name}v{variant}"
             L += [
                 # noinline: gcc -O3 would otherwise clone the recursion and triple compile time
                 f"__attribute__((noinline)) static {acc} "
-                f"{name}_pw{variant}(const {name}_row *r, int64_t j0, int64_t n)",
+                f"{f}(const {k.name}_row *r, int64_t j0, int64_t n)",
                 "{",
                 "    if (n < 8) {",
                 f"        {acc} res = 0;",
-                f"        for (int64_t i = 0; i < n; i++) res += {name}_v{variant}(r, j0 + i);",
+                f"        for (int64_t i = 0; i < n; i++) res += {v}(r, j0 + i);",
                 "        return res;",
                 "    } else if (n <= 128) {",
                 f"        {acc} q[8];",
-                f"        for (int k = 0; k < 8; k++) q[k] = {name}_v{variant}(r, j0 + k);",
+                f"        for (int k = 0; k < 8; k++) q[k] = {v}(r, j0 + k);",
                 "        int64_t i;",
                 "        for (i = 8; i < n - (n % 8); i += 8) {",
-                f"            for (int k = 0; k < 8; k++) q[k] += {name}_v{variant}(r, j0 + i + k);",
+                f"            for (int k = 0; k < 8; k++) q[k] += {v}(r, j0 + i + k);",
                 "        }",
                 f"        {acc} res = ((q[0] + q[1]) + (q[2] + q[3])) + "
                 "((q[4] + q[5]) + (q[6] + q[7]));",
-                f"        for (; i < n; i++) res += {name}_v{variant}(r, j0 + i);",
+                f"        for (; i < n; i++) res += {v}(r, j0 + i);",
                 "        return res;",
                 "    }",
                 "    int64_t n2 = n / 2; n2 -= n2 % 8;",
-                f"    return {name}_pw{variant}(r, j0, n2) + {name}_pw{variant}(r, j0 + n2, n - n2);",
+                f"    return {f}(r, j0, n2) + {f}(r, j0 + n2, n - n2);",
                 "}",
             ]
-    out_t = "int64_t" if arg else ctype(k.out_dtype)
+    return L
+
+
+def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
+    """The C of one reduction over the current row; leaves the result in ``row.r<i>``."""
+    name, acc = f"{k.name}_r{i}", ctype(red.acc_dtype)
+    arg = red.op in ("argmax", "argmin")
+    ind = "        "
+    L = [f"{ind}{{"]
+    if arg:
+        L += [f"{ind}int64_t best = 0, pos = 0;", f"{ind}{acc} m = 0; int stop = 0;"]
+    else:
+        init = _INIT.get(red.op)
+        L += [f"{ind}{acc} acc = {init};" if init else f"{ind}{acc} acc = 0; int first = 1;"]
+    L += [f"{ind}for (int64_t q = 0; q < nrows; q++) {{", f"{ind}    {k.name}_at(&row, q);"]
+    if red.op in ("sum", "mean") and _is_float(red.acc_dtype):
+        L += [f"{ind}    acc += contig ? {name}pwc(&row, 0, inner) : {name}pws(&row, 0, inner);"]
+    elif arg:
+        # NumPy: the first extreme wins, a NaN wins at once (quiet comparisons: no FP flags).
+        if _is_float(red.acc_dtype):
+            cmp_expr = ("DYN_LE(v, m)" if red.op == "argmax" else "DYN_GE(v, m)")
+            nan_stop = " if (isnan(m)) { stop = 1; break; }"
+        else:
+            cmp_expr = "(v <= m)" if red.op == "argmax" else "(v >= m)"
+            nan_stop = ""
+        L += [f"{ind}    if (stop) break;",
+              f"{ind}    for (int64_t j = 0; j < inner; j++, pos++) {{",
+              f"{ind}        const {acc} v = {name}vs(&row, j);",
+              f"{ind}        if (pos == 0 || !{cmp_expr}) {{ m = v; best = pos;{nan_stop} }}",
+              f"{ind}    }}"]
+    else:
+        comb = _combine(red.op, red.acc_dtype)
+        if red.op in ("max", "min"):
+            L += [f"{ind}    for (int64_t j = 0; j < inner; j++) {{",
+                  f"{ind}        const {acc} v = contig ? {name}vc(&row, j) : {name}vs(&row, j);",
+                  f"{ind}        acc = first ? v : {comb('acc', 'v')}; first = 0;",
+                  f"{ind}    }}"]
+        else:
+            L += [f"{ind}    if (contig) {{",
+                  f"{ind}        for (int64_t j = 0; j < inner; j++) "
+                  f"acc = {comb('acc', f'{name}vc(&row, j)')};",
+                  f"{ind}    }} else {{",
+                  f"{ind}        for (int64_t j = 0; j < inner; j++) "
+                  f"acc = {comb('acc', f'{name}vs(&row, j)')};",
+                  f"{ind}    }}"]
+    L.append(f"{ind}}}")
+    out_t = _red_out_ctype(red)
+    if arg:
+        res = "best"
+    elif red.op == "mean":
+        res = f"({out_t})(acc / ({acc})(nrows * inner))"
+    else:
+        res = f"({out_t})acc"
+    L += [f"{ind}row.r{i} = {res};", f"{ind}rout{i}[o] = row.r{i};", f"{ind}}}"]
+    return L
+
+
+def _red_out_ctype(red: Reduction) -> str:
+    return "int64_t" if red.op in ("argmax", "argmin") else ctype(red.out_dtype)
+
+
+def reduction_source(k: ReductionKernel) -> str:
+    """C for a reduction kernel (a row program, see `loop_ir.ReductionKernel`).
+
+    ``A = [threads, parallel, nk, nr, kept shape[nk], reduced shape[nr], then per input: kept
+    strides[nk], reduced strides[nr]]``; ``P`` = input data pointers, then one output per
+    reduction (contiguous over the kept dims), then the epilogue outputs (C-contiguous over the
+    domain); ``nk >= 1`` and ``nr >= 1`` (the runtime pads with size-1 dims). The last reduced
+    dim is the inner run, summed pairwise (NumPy's algorithm) for floats.
+    """
+    n_in, name = len(k.operands), k.name
+    fields = "".join(f" const {ctype(o.dtype)} *p{i}; int64_t s{i};"
+                     for i, o in enumerate(k.operands))
+    fields += "".join(f" {_red_out_ctype(r)} r{i};" for i, r in enumerate(k.reductions))
+    fields += " const int64_t *S; int64_t nk, nr; const int64_t *rshape; int64_t base[%d];" % \
+        max(1, n_in)
+    fields += "".join(f" const void *S_ptr{i};" for i in range(n_in))
+    L = [f"typedef struct {{{fields} }} {name}_row;",
+         # Point the row's operand pointers at reduced row q (all but the last reduced dim).
+         f"static inline void {name}_at({name}_row *row, int64_t q)", "{",
+         "    const int64_t nd = row->nk + row->nr;",
+         "    " + " ".join(f"int64_t o{i} = row->base[{i}];" for i in range(n_in)),
+         "    for (int64_t d = row->nr - 2; d >= 0; d--) {",
+         "        const int64_t i = q % row->rshape[d]; q /= row->rshape[d];",
+         "        " + " ".join(f"o{i} += i * row->S[{i} * nd + row->nk + d];"
+                             for i in range(n_in)),
+         "    }",
+         "    " + " ".join(f"row->p{i} = ((const {ctype(o.dtype)} *)row->S_ptr{i}) + o{i};"
+                         for i, o in enumerate(k.operands)),
+         "}"]
+    for i, red in enumerate(k.reductions):
+        L += _reduction_functions(k, i, red)
+    outs = [_red_out_ctype(r) for r in k.reductions] + [ctype(v.dtype) for v in k.outputs]
     L += [f"int {name}(const int64_t *A, char **P)", "{",
           "    const int nthreads = (int)A[0], par = (int)A[1];",
           "    const int64_t nk = A[2], nr = A[3];",
           "    const int64_t *kshape = A + 4, *rshape = A + 4 + nk, *S = A + 4 + nk + nr;",
           "    const int64_t nd = nk + nr;"]
-    L += _operand_decls(k, n_in, [out_t])
+    L += _operand_decls(k, n_in, outs)
+    L += [f"    {t} *restrict rout{i} = out{i};" for i, t in enumerate(outs[:len(k.reductions)])]
     L += ["    int64_t nout = 1, nrows = 1;",
           "    for (int64_t d = 0; d < nk; d++) nout *= kshape[d];",
           "    for (int64_t d = 0; d < nr - 1; d++) nrows *= rshape[d];",
@@ -427,62 +517,40 @@ def reduction_source(k: ReductionKernel) -> str:
           "    feclearexcept(FE_ALL_EXCEPT);",
           "    #pragma omp for schedule(static)",
           "    for (int64_t o = 0; o < nout; o++) {",
-          "        int64_t r = o" + "".join(f", b{i} = 0" for i in range(n_in)) + ";",
+          f"        {name}_row row;",
+          "        row.S = S; row.nk = nk; row.nr = nr; row.rshape = rshape;",
+          "        int64_t r = o;",
+          "        " + " ".join(f"row.base[{i}] = 0; row.S_ptr{i} = in{i}; row.s{i} = "
+                             f"st{i}[nd - 1];" for i in range(n_in)),
           "        for (int64_t d = nk - 1; d >= 0; d--) {",
           "            const int64_t i = r % kshape[d]; r /= kshape[d];",
-          "            " + " ".join(f"b{i} += i * st{i}[d];" for i in range(n_in)),
+          "            " + " ".join(f"row.base[{i}] += i * st{i}[d];" for i in range(n_in)),
           "        }"]
-    if arg:
-        L += ["        int64_t best = 0, pos = 0;", f"        {acc} m = 0;"]
-    else:
-        init = _INIT.get(k.op)
-        L += [f"        {acc} acc = {init};" if init else f"        {acc} acc = 0; int first = 1;"]
-    L += ["        for (int64_t q = 0; q < nrows; q++) {",
-          "            int64_t rr = q;",
-          f"            {name}_row row = {{" + ", ".join(
-              f"in{i} + b{i}, st{i}[nd - 1]" for i in range(n_in)) + "};",
-          "            for (int64_t d = nr - 2; d >= 0; d--) {",
-          "                const int64_t i = rr % rshape[d]; rr /= rshape[d];",
-          "                " + " ".join(f"row.p{i} += i * st{i}[nk + d];" for i in range(n_in)),
-          "            }"]
-    if pairwise:
-        L += [f"            acc += contig ? {name}_pwc(&row, 0, inner) "
-              f": {name}_pws(&row, 0, inner);"]
-    elif arg:
-        # NumPy: first maximum wins, a NaN wins at once (quiet comparisons: no FP flags).
-        cmp = "DYN_LE" if k.op == "argmax" else "DYN_GE"
-        if not _is_float(k.acc_dtype):
-            cmp_expr = "(v <= m)" if k.op == "argmax" else "(v >= m)"
-        else:
-            cmp_expr = f"{cmp}(v, m)"
-        nan_stop = " if (isnan(m)) { q = nrows; break; }" if _is_float(k.acc_dtype) else ""
-        L += ["            for (int64_t j = 0; j < inner; j++, pos++) {",
-              f"                const {acc} v = {name}_vs(&row, j);",
-              f"                if (pos == 0 || !{cmp_expr}) {{ m = v; best = pos;{nan_stop} }}",
-              "            }"]
-    else:
-        comb = _combine(k.op, k.acc_dtype)
-        if k.op in ("max", "min"):
-            L += ["            for (int64_t j = 0; j < inner; j++) {",
-                  f"                const {acc} v = contig ? {name}_vc(&row, j) : "
-                  f"{name}_vs(&row, j);",
-                  f"                acc = first ? v : {comb('acc', 'v')}; first = 0;",
-                  "            }"]
-        else:
-            L += ["            if (contig) {",
-                  f"                for (int64_t j = 0; j < inner; j++) "
-                  f"acc = {comb('acc', f'{name}_vc(&row, j)')};",
-                  "            } else {",
-                  f"                for (int64_t j = 0; j < inner; j++) "
-                  f"acc = {comb('acc', f'{name}_vs(&row, j)')};",
-                  "            }"]
-    L.append("        }")
-    if arg:
-        L.append("        out0[o] = best;")
-    elif k.op == "mean":
-        L.append(f"        out0[o] = ({out_t})(acc / ({acc})(nrows * inner));")
-    else:
-        L.append(f"        out0[o] = ({out_t})acc;")
+    for i, red in enumerate(k.reductions):
+        L += _reduction_phase(k, i, red)
+    if k.outputs:
+        # Epilogue: the pointwise outputs over this row (axes are trailing: the row is a
+        # contiguous stretch of nrows * inner elements of every output).
+        n_red = len(k.reductions)
+        L += ["        for (int64_t q = 0; q < nrows; q++) {",
+              f"            {name}_at(&row, q);",
+              "            const int64_t oo = (o * nrows + q) * inner;",
+              "            const " + name + "_row *rp = &row;"]
+        for variant in ("contig", "strided"):
+            if variant == "contig":
+                L += ["            if (contig) {", "            #pragma omp simd"]
+                load = lambda v: f"rp->p{v.operand}[j]"  # noqa: E731
+            else:
+                L += ["            } else {"]
+                load = lambda v: f"rp->p{v.operand}[j * rp->s{v.operand}]"  # noqa: E731
+            L += ["            for (int64_t j = 0; j < inner; j++) {"]
+            lines, names = _body(k.outputs, load, "                ",
+                                 lambda rr: f"rp->r{rr.index}")
+            L += lines
+            L += [f"                out{n_red + j}[oo + j] = {names[v]};"
+                  for j, v in enumerate(k.outputs)]
+            L += ["            }"]
+        L += ["            }", "        }"]
     L += ["    }", "    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
     return "\n".join(L) + "\n"
 
@@ -504,7 +572,7 @@ VECTOR_MATH = frozenset(
 def _simd_declarations(kernels: list[Kernel]) -> str:
     used: set[tuple[str, np.dtype]] = set()
     for k in kernels:
-        values = k.outputs if k.kind == "pointwise" else [k.value]
+        values = k.outputs if k.kind == "pointwise" else k.values
         for v in walk(values):
             if isinstance(v, Op) and FLOAT_MATH.get(v.name) in VECTOR_MATH:
                 used.add((FLOAT_MATH[v.name], np.dtype(v.dtype)))

@@ -15,7 +15,10 @@ Rules, in the order they apply:
    kernel (inside one kernel it is computed once). Otherwise it is a *root*: stored to memory.
 3. Pointwise roots with the same domain shape and epoch share a kernel (several outputs) unless
    a root reads, through nodes outside the kernel, something that depends on the kernel - which
-   would make a cycle. Each reduction is a kernel of its own, with its inlined prologue.
+   would make a cycle. Reductions over the same domain and axes share a *row kernel* (one
+   loop over the kept dims, each reduction a phase over the row, reading earlier phases'
+   results per row); a pointwise root over the same domain that reads one of them joins as the
+   row's epilogue when the axes are trailing (softmax and layer-norm become one kernel).
 4. The schedule is a topological order of kernels and NumPy calls (ties broken by graph order),
    with barriers ordered against everything in the neighbouring epochs.
 """
@@ -26,7 +29,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from .loop_ir import Kernel, Load, Operand, PointwiseKernel, ReductionKernel, Value
+from .loop_ir import (Kernel, Load, Operand, PointwiseKernel, Reduction, ReductionKernel,
+                      RowRef, Value)
 from .lowering import Lowered, lower
 
 __all__ = ["FusionPlan", "plan_fusion", "is_mutating"]
@@ -165,33 +169,51 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
 
     # Group roots into kernels.
     groups: list[dict[str, Any]] = []
-    group_of: dict[Any, dict[str, Any]] = {}
     split_why: dict[Any, str] = {}
+
+    def cyclic(g: dict[str, Any], leaves: set[Any]) -> bool:
+        return any(l not in g["roots"] and anc[l] & g["mask"] for l in leaves)
+
+    def row_readable(g: dict[str, Any], leaves: set[Any]) -> bool:
+        # A reduction result can be read per row (RowRef) only if it broadcasts along the
+        # reduced axes: keepdims=True, or a reduction over every axis.
+        full = len(g["axes"]) == len(g["shape"])
+        return all(plans[l].keepdims or full for l in leaves
+                   if l in g["roots"] and plans[l].kind == "reduction")
+
     for n in nodes:
         plan = plans.get(n)
         if plan is None or n in inlined:
             continue
         leaves = _leaves(n, plans, inlined)
         chosen = None
-        if plan.kind == "pointwise":
-            for g in reversed(groups):
-                if g["kind"] != "pointwise" or g["shape"] != plan.shape \
-                        or g["epoch"] != epoch[n]:
-                    continue
-                gmask = g["mask"]
-                if any(l not in g["roots"] and anc[l] & gmask for l in leaves):
-                    split_why[n] = (f"reads a value computed from {g['roots'][0].name}'s kernel "
-                                    "outside it (fusing would make a cycle)")
-                    continue
-                chosen = g
-                break
+        for g in reversed(groups):
+            if g["shape"] != plan.shape or g["epoch"] != epoch[n]:
+                continue
+            if plan.kind == "reduction":
+                # Several reductions over the same rows share one row loop.
+                ok = g["kind"] == "reduction" and g["axes"] == plan.axes
+            elif g["kind"] == "reduction":
+                # A pointwise epilogue: reads one of the row's reductions, axes trailing.
+                ok = g["trailing"] and any(l in g["roots"] for l in leaves)
+            else:
+                ok = True
+            if not ok or not row_readable(g, leaves):
+                continue
+            if cyclic(g, leaves):
+                split_why[n] = (f"reads a value computed from {g['roots'][0].name}'s kernel "
+                                "outside it (fusing would make a cycle)")
+                continue
+            chosen = g
+            break
         if chosen is None:
+            nd = len(plan.shape)
             chosen = {"kind": plan.kind, "shape": plan.shape, "epoch": epoch[n], "roots": [],
-                      "mask": 0}
+                      "mask": 0, "axes": plan.axes,
+                      "trailing": plan.axes == tuple(range(nd - len(plan.axes), nd))}
             groups.append(chosen)
         chosen["roots"].append(n)
         chosen["mask"] |= 1 << pos[n]
-        group_of[n] = chosen
 
     kernels: list[Kernel] = []
     kernel_of: dict[Any, Kernel] = {}
@@ -204,13 +226,23 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
             k: Kernel = PointwiseKernel(name, g["shape"], b.operands, outs, list(g["roots"]),
                                         members)
         else:
-            r = g["roots"][0]
-            p = plans[r]
-            value = p.build(b.get)
-            b.members.add(r)
+            reductions: list[Reduction] = []
+            epilogue: list[Any] = []
+            values: list[Value] = []
+            for r in g["roots"]:  # graph order: a phase only reads earlier phases
+                p = plans[r]
+                if p.kind == "reduction":
+                    value = p.build(b.get)
+                    b.members.add(r)
+                    b.values[r] = RowRef(len(reductions), p.out_dtype)
+                    reductions.append(Reduction(p.op, value, p.acc_dtype, p.out_dtype, r,
+                                                p.keepdims))
+                else:
+                    values.append(b.root(r))
+                    epilogue.append(r)
             members = sorted(b.members, key=pos.__getitem__)
-            k = ReductionKernel(name, p.shape, b.operands, value, p.op, p.axes, p.keepdims,
-                                p.acc_dtype, p.out_dtype, r, members)
+            k = ReductionKernel(name, g["shape"], b.operands, g["axes"], reductions, values,
+                                epilogue, members)
         kernels.append(k)
         for r in g["roots"]:
             kernel_of[r] = k

@@ -213,8 +213,9 @@ class ReductionRunner(_Runner):
         self.red = [d for d in range(len(k.shape)) if d in axes]
         self.out_shape = tuple(k.shape[d] for d in self.kept)
         self.keep_shape = tuple(1 if d in axes else n for d, n in enumerate(k.shape))
-        self.out_dtype = np.dtype(np.intp) if k.op in ("argmax", "argmin") else k.out_dtype
-        self.meta = k.out_node.meta.get("val")
+        self.red_out = [(np.dtype(np.intp) if r.op in ("argmax", "argmin") else r.out_dtype,
+                         r.keepdims, r.node.meta.get("val")) for r in k.reductions]
+        self.epi_out = [(v.dtype, n.meta.get("val")) for v, n in zip(k.outputs, k.epilogue_nodes)]
 
     def _plan(self, arrays: list[np.ndarray]) -> Any:
         shape = self.kernel.shape
@@ -245,9 +246,12 @@ class ReductionRunner(_Runner):
             block = self.plans[key] = self._plan(arrays)
             if block is False:
                 return None
-        out = np.empty(self.out_shape, self.out_dtype)
+        red_outs = [np.empty(self.out_shape, dt) for dt, _, _ in self.red_out]
+        epi_outs = [np.empty(self.kernel.shape, dt) for dt, _ in self.epi_out]
         if block is not None:
-            self._run(block, arrays, [out])
-        if self.kernel.keepdims:
-            out = out.reshape(self.keep_shape)
-        return [_finish(out, self.meta)]
+            self._run(block, arrays, red_outs + epi_outs)
+        results = []
+        for out, (_, keepdims, meta) in zip(red_outs, self.red_out):
+            results.append(_finish(out.reshape(self.keep_shape) if keepdims else out, meta))
+        results.extend(_finish(o, meta) for o, (_, meta) in zip(epi_outs, self.epi_out))
+        return results

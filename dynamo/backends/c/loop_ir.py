@@ -17,7 +17,7 @@ from typing import Any, Union
 import numpy as np
 
 __all__ = [
-    "Load", "Const", "Op", "Value", "Operand", "PointwiseKernel", "ReductionKernel", "Kernel",
+    "Load", "Const", "Op", "RowRef", "Value", "Reduction", "Operand", "PointwiseKernel", "ReductionKernel", "Kernel",
     "SUPPORTED_DTYPES", "walk",
 ]
 
@@ -58,7 +58,16 @@ class Op:
     param: Any = None
 
 
-Value = Union[Load, Const, Op]
+@dataclass(frozen=True)
+class RowRef:
+    """The result of reduction ``index`` of the enclosing `ReductionKernel`, for the current row
+    (outer index): how an epilogue or a later reduction reads an earlier one without memory."""
+
+    index: int
+    dtype: np.dtype
+
+
+Value = Union[Load, Const, Op, RowRef]
 
 
 def walk(values: list[Value]) -> list[Value]:
@@ -106,30 +115,46 @@ class PointwiseKernel:
 
 
 @dataclass
-class ReductionKernel:
-    """Reduces ``value`` (an expression over the input domain ``shape``) over ``axes``.
+class Reduction:
+    """One reduction phase: reduce ``value`` with ``op`` (sum/prod/max/min/argmax/argmin/any/
+    all/mean) in ``acc_dtype``; the result (``out_dtype``) is graph node ``node``'s value."""
 
-    ``op`` is one of sum/prod/max/min/argmax/argmin/any/all/mean; accumulation happens in
-    ``acc_dtype``; the result (``out_dtype``) has the kept axes (``keepdims`` reinserts ones).
+    op: str
+    value: Value
+    acc_dtype: np.dtype
+    out_dtype: np.dtype
+    node: Any
+    keepdims: bool
+
+
+@dataclass
+class ReductionKernel:
+    """A row program over the input domain ``shape``: for every index of the kept (non-reduced)
+    dims, run the ``reductions`` in order over the reduced ``axes`` (a later one may read an
+    earlier one's result through `RowRef`), then the pointwise ``outputs`` (the *epilogue*,
+    written over the whole domain; only when ``axes`` are the trailing dims).
+
+    Softmax is one such kernel: max-reduce, sum-reduce of ``exp(x - max)``, then the divide.
     """
 
     name: str
     shape: tuple[int, ...]
     operands: list[Operand]
-    value: Value
-    op: str
     axes: tuple[int, ...]
-    keepdims: bool
-    acc_dtype: np.dtype
-    out_dtype: np.dtype
-    out_node: Any
+    reductions: list[Reduction]
+    outputs: list[Value] = field(default_factory=list)
+    epilogue_nodes: list[Any] = field(default_factory=list)
     members: list[Any] = field(default_factory=list)
 
     kind = "reduction"
 
     @property
     def out_nodes(self) -> list[Any]:
-        return [self.out_node]
+        return [r.node for r in self.reductions] + list(self.epilogue_nodes)
+
+    @property
+    def values(self) -> list[Value]:
+        return [r.value for r in self.reductions] + list(self.outputs)
 
 
 Kernel = Union[PointwiseKernel, ReductionKernel]

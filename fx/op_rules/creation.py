@@ -37,10 +37,8 @@ def _filled_rule(call: Call) -> Result:
     shape = as_shape(b["shape"])
     res = _run_with(call, shape=shrunk(shape))
     check_size(shape, res.dtype, call.name)
-    if "fill_value" in b and shape_of(b["fill_value"]) != ():
-        broadcast(shape_of(b["fill_value"]), shape, what="np.full fill_value and shape")
-        if broadcast(shape_of(b["fill_value"]), shape) != shape:
-            raise RuleError(f"np.full: fill_value does not broadcast to {shape}")
+    if "fill_value" in b and broadcast(shape_of(b["fill_value"]), shape) != shape:
+        raise RuleError(f"np.full: fill_value does not broadcast to {shape}")
     return call.result(res, shape)
 
 

@@ -75,9 +75,10 @@ def _parse_signature(sig: str) -> tuple[list, list]:
     return dims(ins), dims(outs)
 
 
-def gufunc_shape(name: str, signature: str, in_shapes: list, out_loop: tuple = ()) -> tuple:
-    """Output shape of a generalized ufunc: loop dimensions broadcast, core dimensions matched
-    by name; ``?`` dimensions are dropped when an operand lacks them (matmul with 1-d)."""
+def gufunc_shape(name: str, signature: str, in_shapes: list) -> tuple[tuple, tuple]:
+    """(loop, core) shape of a generalized ufunc's output: loop dimensions broadcast, core
+    dimensions matched by name; ``?`` dimensions are dropped when an operand lacks them
+    (matmul with 1-d operands)."""
     ins, outs = _parse_signature(signature)
     sizes: dict[str, int] = {}
     dropped: set[str] = set()
@@ -96,9 +97,9 @@ def gufunc_shape(name: str, signature: str, in_shapes: list, out_loop: tuple = (
             if want != d:
                 raise RuleError(f"{name}: core dimension {label!r} mismatch ({want} vs {d}) "
                                 f"for shapes {in_shapes}")
-    loop = broadcast(*loops, out_loop, what=f"{name} loop dimensions")
-    return loop + tuple(int(n) if n.isdigit() else sizes[n] for n, _ in outs[0]
-                        if n not in dropped)
+    loop = broadcast(*loops, what=f"{name} loop dimensions")
+    return loop, tuple(int(n) if n.isdigit() else sizes[n] for n, _ in outs[0]
+                       if n not in dropped)
 
 
 def _gufunc_rule(call: Call) -> Result:
@@ -113,19 +114,17 @@ def _gufunc_rule(call: Call) -> Result:
     outs = out_metas(call.kwargs.get("out", positional_outs or None))
     _check_where(call, call.kwargs.get("where", True), outs, uf.nout)
     res = call.run()
-    shape = gufunc_shape(uf.__name__, uf.signature, [shape_of(x) for x in inputs])
+    loop, core = gufunc_shape(uf.__name__, uf.signature, [shape_of(x) for x in inputs])
     for out in outs:
         if not isinstance(out, ArrayMeta) or out.is_scalar:
             raise RuleError(f"{uf.__name__}: out= must be a traced ndarray")
-        full = gufunc_shape(uf.__name__, uf.signature, [shape_of(x) for x in inputs],
-                            out.shape[: max(len(out.shape) - _ncore_out(uf), 0)])
-        if full != out.shape:
-            raise RuleError(f"{uf.__name__}: result shape {shape} does not fit out= {out.shape}")
-    return call.result(res, shape)
-
-
-def _ncore_out(uf: np.ufunc) -> int:
-    return len(_parse_signature(uf.signature)[1][0])
+        split = len(out.shape) - len(core)
+        # out's loop dimensions may be larger than the inputs' (they broadcast), its core not
+        if split < 0 or out.shape[split:] != core or \
+                broadcast(loop, out.shape[:split], what=uf.__name__) != out.shape[:split]:
+            raise RuleError(f"{uf.__name__}: result shape {loop + core} does not fit out= "
+                            f"{out.shape}")
+    return call.result(res, loop + core)
 
 
 # --------------------------------------------------------------------------- operators
@@ -168,7 +167,8 @@ _MATMUL_SIGNATURE = np.matmul.signature
 @register(operator.matmul, operator.imatmul)
 def _matmul_operator_rule(call: Call) -> Result:
     res = call.run()
-    shape = gufunc_shape("@", _MATMUL_SIGNATURE, [shape_of(x) for x in call.args])
+    loop, core = gufunc_shape("@", _MATMUL_SIGNATURE, [shape_of(x) for x in call.args])
+    shape = loop + core
     meta = call.result(res, shape)
     if meta is call.args[0] and shape != meta.shape:
         raise RuleError(f"@=: result shape {shape} does not fit the target {meta.shape}")

@@ -104,6 +104,13 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or
             "ior", "ixor", "ilshift", "irshift", "imatmul"):
     _METHODS[f"__{_op}__"] = getattr(operator, _op + "_" if _op in ("and", "or") else _op)
 
+# x.__radd__(y) is y + x: the operator with the operands swapped
+_REFLECTED: dict[str, Any] = {
+    f"__r{op}__": getattr(operator, op + "_" if op in ("and", "or") else op)
+    for op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
+               "lshift", "rshift", "matmul")
+}
+
 _REJECTED_METHODS = {
     "item": "x.item() returns a Python value that depends on the data",
     "tolist": "x.tolist() returns Python values that depend on the data",
@@ -133,6 +140,8 @@ def infer_method(name: str, self_meta: ArrayMeta, args: tuple | list = (),
     args, kwargs = tuple(args), dict(kwargs or {})
     if name in _IN_PLACE_METHODS:
         return _evaluate(_in_place_method_rule, Call(None, (self_meta,), kwargs, name, args))
+    if name in _REFLECTED and len(args) == 1 and not kwargs:
+        return infer_call(_REFLECTED[name], (args[0], self_meta), {})
     target = _METHODS.get(name)
     if target is None:
         raise RuleError(f"no shape/dtype rule for the method .{name}(); it cannot be captured")
@@ -141,11 +150,11 @@ def infer_method(name: str, self_meta: ArrayMeta, args: tuple | list = (),
 
 
 def is_supported_method(name: str) -> bool:
-    return name in _METHODS or name in _IN_PLACE_METHODS
+    return name in _METHODS or name in _IN_PLACE_METHODS or name in _REFLECTED
 
 
 def supported_methods() -> list[str]:
-    return sorted([*_METHODS, *_IN_PLACE_METHODS])
+    return sorted([*_METHODS, *_IN_PLACE_METHODS, *_REFLECTED])
 
 
 # --------------------------------------------------------------------------- attributes

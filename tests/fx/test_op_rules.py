@@ -495,3 +495,15 @@ def test_gufunc_out_shapes(sa, sb, so):
     a, b = arr(np.float64, sa), arr(np.float64, sb)
     for uf in (np.matmul, np.vecdot, np.matvec):
         check(uf, a, b, out=arr(np.float64, so))
+
+
+@pytest.mark.parametrize("name", ["__add__", "__radd__", "__rsub__", "__rtruediv__", "__rpow__",
+                                  "__rmatmul__", "__rand__", "__rlshift__", "__eq__", "__neg__",
+                                  "__iadd__", "__matmul__"])
+def test_dunder_methods(name):
+    for x in (arr(np.int8, (3,)), arr(np.float32, (2, 3)), np.float64(1), np.int16(2)):
+        args = () if name == "__neg__" else (arr(np.int16, (3,)),)
+        check_method(x.copy(), name, *args)
+        if args:
+            check_method(x.copy(), name, 2)
+            check_method(x.copy(), name, 1.5)

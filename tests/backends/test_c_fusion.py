@@ -97,10 +97,27 @@ def test_reduction_with_prologue_and_epilogue_kernels():
 
     gm, f, _, _ = run_both(lambda x: softmax(x) * 1.0, [X])
     ks = kernels(gm)
-    kinds = [k.kind for k in ks]
-    assert kinds.count("reduction") == 2 and kinds.count("pointwise") == 1
-    # exp(x - m) is recomputed inside the sum and the divide: never stored.
-    assert all("exp" not in k.outputs for k in ks)
+    # One row kernel: max phase, sum phase (reads the max per row), divide epilogue.
+    assert len(ks) == 1 and ks[0].kind == "reduction"
+    assert ks[0].outputs == ["max", "sum", "mul"]
+    # exp(x - m) is recomputed inside the sum and the epilogue: never stored.
+    assert "exp" in ks[0].members and "exp" not in ks[0].outputs
+
+
+def test_layernorm_is_one_row_kernel_and_strided_axes_stay_separate():
+    def layernorm(x):
+        mu = x.mean(axis=-1, keepdims=True)
+        d = x - mu
+        return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5)
+
+    gm, f, _, _ = run_both(layernorm, [X])
+    assert len(kernels(gm)) == 1
+    # Reductions over axis 0 are not trailing: no epilogue, the divide is its own kernel.
+    gm, f, _, _ = run_both(lambda x: x / x.sum(axis=0, keepdims=True), [X])
+    assert [k.kind for k in kernels(gm)] == ["reduction", "pointwise"]
+    # Without keepdims the result does not broadcast per row: no row fusion.
+    gm, f, _, _ = run_both(lambda x: x.T / x.sum(axis=1), [X])
+    assert len(kernels(gm)) == 2
 
 
 def test_unlowered_op_in_the_middle_keeps_fusion_around_it():

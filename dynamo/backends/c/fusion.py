@@ -11,8 +11,9 @@ Rules, in the order they apply:
    *barriers*: every node gets an epoch (the number of barriers before it) and nothing is fused
    or moved across epochs, so reads and writes keep their order (inputs may alias).
 2. A pointwise node is *inlined* (never materialised) when every user is a lowered node over the
-   same domain shape in the same epoch; its expression is then recomputed inside each consumer's
-   kernel (inside one kernel it is computed once). Otherwise it is a *root*: stored to memory.
+   same domain shape in the same epoch (or, for a per-row value computed only from reduction
+   results, a domain it broadcasts to); its expression is then recomputed inside each
+   consumer's kernel (inside one kernel it is computed once). Otherwise it is a *root*.
 3. Pointwise roots with the same domain shape and epoch share a kernel (several outputs) unless
    a root reads, through nodes outside the kernel, something that depends on the kernel - which
    would make a cycle. Reductions over the same domain and axes share a *row kernel* (one
@@ -28,6 +29,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .loop_ir import (Kernel, Load, Operand, PointwiseKernel, Reduction, ReductionKernel,
                       RowRef, Value)
@@ -148,12 +151,29 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
 
     inlined: set[Any] = set()
     materialized_why: dict[Any, str] = {}
+    row_level: dict[Any, bool] = {}
+    for n, plan in plans.items():  # graph order: inputs are decided first
+        row_level[n] = plan.kind == "pointwise" and all(
+            i in plans and (plans[i].kind == "reduction" or row_level.get(i, False))
+            for i in plan.inputs)
+
+    def fits(n: Any, u: Any) -> bool:
+        # Same domain; or a per-row value (computed only from reduction results, e.g.
+        # sqrt(var + eps)) broadcast into a bigger loop, where it is loop-invariant.
+        shape, ushape = plans[n].shape, plans[u].shape
+        if shape == ushape:
+            return True
+        try:
+            return row_level[n] and np.broadcast_shapes(shape, ushape) == ushape
+        except ValueError:
+            return False
+
     for n, plan in plans.items():
         if plan.kind != "pointwise":
             continue
         users = list(n.users)
         bad = next((u for u in users if u not in plans or epoch[u] != epoch[n]
-                    or plans[u].shape != plan.shape), None)
+                    or not fits(n, u)), None)
         if users and bad is None:
             inlined.add(n)
         elif not users:

@@ -1,6 +1,6 @@
 """Rules for shape manipulation: views (reshape, transpose, swapaxes, moveaxis, squeeze,
-expand_dims, broadcast_to, atleast_*d, flip, rot90, diagonal), copies (ravel, copy, astype) and joins (concatenate,
-stack, vstack, hstack).
+expand_dims, broadcast_to, atleast_*d, flip, rot90, diagonal), copies (ravel, copy, astype) and
+joins (concatenate, stack, vstack, hstack).
 
 View functions run on zero-strided full-shape stand-ins: NumPy computes the exact result shape
 and validates everything, and no data is allocated because the result is again a view.

@@ -82,7 +82,10 @@ class NumpyFunctionVariable(VariableTracker):
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if isinstance(self.fn, np.ufunc) and name in ("reduce", "accumulate", "outer", "at", "reduceat"):
-            raise Unsupported(f"ufunc method {self.describe()}.{name} is not supported yet")
+            method = getattr(self.fn, name)
+            if not op_rules.is_supported_function(method):
+                raise Unsupported(f"ufunc method {self.describe()}.{name} is not supported yet")
+            return NumpyFunctionVariable(method)
         if isinstance(self.fn, np.ufunc) and name in ("nin", "nout", "nargs", "__name__"):
             return ConstantVariable(getattr(self.fn, name))
         return super().var_getattr(tx, name)

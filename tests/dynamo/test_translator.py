@@ -158,3 +158,11 @@ def test_lambdas_are_not_captured_but_give_numpy_results(check):
     # The calling frame is not captured; the lambda's own frame is (the one graph).
     check(lambda_inside, np.ones(2), graphs=1)
     assert "lambda" in dynamo.explain(lambda_inside)(np.ones(2)).break_reasons[0]
+
+
+def ufunc_methods(x):
+    return np.add.reduce(x, axis=0), np.multiply.outer(x[0], x[1]), np.maximum.accumulate(x, axis=1)
+
+
+def test_ufunc_methods(check):
+    check(ufunc_methods, np.arange(6.0).reshape(2, 3))

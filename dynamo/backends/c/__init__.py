@@ -32,7 +32,7 @@ from .codegen_c import cdef_for, module_source
 from .config import COptions, resolve_options
 from .fusion import FusionPlan, plan_fusion
 from .kernel import PointwiseRunner, ReductionRunner, numpy_modes_ok
-from .loop_ir import Kernel, walk
+from .loop_ir import Kernel, PointwiseKernel, ReductionKernel, walk
 from .report import FusionReport, build_report
 
 __all__ = ["compile_graph", "make_backend", "COptions", "FusionReport", "CBackendWarning"]
@@ -181,7 +181,7 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
 
     steps: list[Callable[[dict], None]] = []
     for item in plan.schedule:
-        if isinstance(item, (plan.kernels[0].__class__,)) or hasattr(item, "out_nodes"):
+        if isinstance(item, (PointwiseKernel, ReductionKernel)):
             steps.append(_kernel_step(item, runners.get(item.name), gm, opts.calibrate))
         else:
             run = _node_runner(item, gm)

@@ -100,7 +100,11 @@ def _weak_or_strong(x: Any) -> Any:
 def _const(x: Any, dt: np.dtype) -> Const:
     if isinstance(x, np.generic):
         x = x.item()
-    conv = dt.type(x)
+    try:
+        with np.errstate(all="ignore"):
+            conv = dt.type(x)
+    except (OverflowError, ValueError, TypeError):
+        raise _Refuse(f"constant {x!r} does not fit {dt}") from None
     if dt.kind in "iub" and conv.item() != x:
         raise _Refuse(f"constant {x!r} does not fit {dt}")
     return Const(conv.item(), dt)

@@ -168,7 +168,7 @@ def test_scalar_outputs_and_constants_in_output():
 
 def test_below_min_size_runs_numpy_only():
     gm, f = build(lambda x, y: x * y + 1.0, [X, Y], min_size=10_000)
-    assert f.runners == {}
+    assert f == gm.forward  # no kernel pays: the eager forward itself, no extra per-call cost
     same(f(X, Y), gm.forward(X, Y))
     assert "min_size" in str(gm.meta["fusion_report"])
 

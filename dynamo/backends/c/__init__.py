@@ -174,6 +174,12 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
             gm.meta["fusion_report"] = report
             log.info("%s", report)
             return gm.forward
+    if not worth:
+        # Nothing pays for a kernel: the generated eager forward is the fastest program.
+        report = build_report(plan, {}, notes, "nothing compiled")
+        gm.meta["fusion_report"] = report
+        log.info("%s", report)
+        return gm.forward
     runners: dict[str, Any] = {}
     for k in worth:
         cls = PointwiseRunner if k.kind == "pointwise" else ReductionRunner

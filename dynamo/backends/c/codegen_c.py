@@ -556,8 +556,12 @@ def reduction_source(k: ReductionKernel) -> str:
 
 
 def kernel_source(k: Kernel) -> str:
-    """C source of one kernel (no includes)."""
-    return pointwise_source(k) if k.kind == "pointwise" else reduction_source(k)
+    """C source of one kernel (no includes); memoised on the kernel object."""
+    src = k.__dict__.get("_source")
+    if src is None:
+        src = pointwise_source(k) if k.kind == "pointwise" else reduction_source(k)
+        k.__dict__["_source"] = src
+    return src
 
 
 #: libm functions glibc's libmvec has vector variants of (glibc >= 2.35). Declaring them

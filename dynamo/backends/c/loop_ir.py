@@ -43,7 +43,7 @@ class Const:
     dtype: np.dtype
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=True, unsafe_hash=False)
 class Op:
     """``name`` applied to ``args`` computing in ``dtype`` (see `codegen_c.OPS` for names).
 
@@ -56,6 +56,15 @@ class Op:
     dtype: np.dtype
     arg_dtype: np.dtype | None = None
     param: Any = None
+
+    def __hash__(self) -> int:
+        # Expressions are DAGs with shared subtrees: the generated dataclass hash would
+        # re-hash every subtree at every level (quadratic). Hash once, keep it.
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.name, self.args, self.dtype, self.arg_dtype, self.param))
+            object.__setattr__(self, "_hash", h)
+        return h
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,9 @@ def test_kernel_source_is_shape_independent():
     a = source_of(lambda x: np.tanh(x) * 2.0, np.ones((3, 4)))
     b = source_of(lambda x: np.tanh(x) * 2.0, np.ones((1000,)))
     assert a == b  # one compiled library serves every shape and layout
+
+
+def test_broadcast_operands_are_hoisted_out_of_the_simd_loop():
+    src = source_of(lambda x, s, row: x * s + row, F8, np.float64(2.0), np.ones((3, 1)))
+    assert "const double x1 = in1[o1];" in src and "const double x2 = in2[o2];" in src
+    assert "st0[nd - 1] == 1;" in src  # only the full-size operand decides the fast path

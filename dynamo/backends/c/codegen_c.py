@@ -16,6 +16,7 @@ match NumPy bit for bit on contiguous data.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Callable
 
 import numpy as np
@@ -288,6 +289,22 @@ def _operand_decls(k: Kernel, n_in: int, out_types: list[str]) -> list[str]:
     return lines
 
 
+def _row_invariant(operands: list, shape: tuple[int, ...], axis: int) -> set[int]:
+    """Operands whose inner (coalesced) stride is always 0: a single element, or broadcast
+    along ``axis`` of a domain whose ``axis`` is longer than 1 (that axis always ends the inner
+    run). Static (from the metas), so the kernel can hoist their load out of the inner loop
+    and keep the unit-stride ``omp simd`` path for the rest (``x * scalar``)."""
+    inv = set()
+    for i, od in enumerate(operands):
+        if prod(od.shape) == 1:
+            inv.add(i)
+            continue
+        off = len(shape) - len(od.shape)
+        if axis >= 0 and shape[axis] > 1 and (axis < off or od.shape[axis - off] == 1):
+            inv.add(i)
+    return inv
+
+
 def pointwise_source(k: PointwiseKernel) -> str:
     """C for a pointwise kernel.
 
@@ -298,6 +315,7 @@ def pointwise_source(k: PointwiseKernel) -> str:
     """
     n_in = len(k.operands)
     outs = [ctype(v.dtype) for v in k.outputs]
+    inv = _row_invariant(k.operands, k.shape, len(k.shape) - 1)
     L = [f"int {k.name}(const int64_t *A, char **P)", "{",
          "    const int nthreads = (int)A[0], par = (int)A[1];",
          "    const int64_t blk = A[2], nd = A[3];",
@@ -308,8 +326,8 @@ def pointwise_source(k: PointwiseKernel) -> str:
           "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
           "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
           "    const int64_t nwork = outer * nblk;",
-          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == 1" for i in range(n_in))
-          + ";",
+          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == 1" for i in range(n_in)
+                                             if i not in inv) + ";",
           "    int fl = 0;",
           "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
           "    {",
@@ -328,9 +346,12 @@ def pointwise_source(k: PointwiseKernel) -> str:
         if mode == "contig":
             L.append("        if (contig) {")
             for i, od in enumerate(k.operands):
-                L.append(f"            const {ctype(od.dtype)} *restrict x{i} = in{i} + o{i};")
+                if i in inv:  # broadcast along the row: one load per row, hoisted
+                    L.append(f"            const {ctype(od.dtype)} x{i} = in{i}[o{i}];")
+                else:
+                    L.append(f"            const {ctype(od.dtype)} *restrict x{i} = in{i} + o{i};")
             L.append("            #pragma omp simd")
-            load = lambda v: f"x{v.operand}[j]"  # noqa: E731
+            load = lambda v: f"x{v.operand}" if v.operand in inv else f"x{v.operand}[j]"  # noqa
         else:
             L.append("        } else {")
             L.append("            " + " ".join(

@@ -9,11 +9,15 @@ binds options::
 
 Pipeline: `fusion.plan_fusion` (which asks `lowering` per node) -> `codegen_c` -> ``build.py``
 (gcc + disk cache) -> a program that runs kernels (`kernel.py`) and the remaining NumPy calls in
-a valid order. A kernel whose domain is below ``min_size`` elements is not compiled: its nodes
-run as NumPy calls (tiny arrays are never slower than eager). If there is no compiler or the
-build fails, the graph runs eagerly (``gm.forward``) with one warning.
-Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size, compiler,
-cflags, block, fp_errors.
+a valid order. Before fusion, constant folding, CSE and DCE run on ``gm.graph`` (in place;
+``gm`` is recompiled). "Compile only what pays": a kernel whose domain is below ``min_size``
+elements is not compiled (its nodes run as NumPy calls; with no kernel at all the result *is*
+``gm.forward``), and with ``calibrate`` each kernel is timed against its own NumPy path on its
+first call and the faster one is kept. If there is no compiler or the build fails, the graph
+runs eagerly (``gm.forward``) with one `CBackendWarning`. The fusion report goes to
+``gm.meta["fusion_report"]`` and the ``dynamo.kernels`` logger (INFO).
+Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size, calibrate,
+compiler, cflags, block, fp_errors, vector_math, run_passes.
 """
 
 from __future__ import annotations

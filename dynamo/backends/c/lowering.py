@@ -157,7 +157,7 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
 
     def build(get: Callable[[Any], Value]) -> Value:
         vals = tuple(_arg_value(a, dt, get) for a, dt in zip(args, in_dts))
-        if op_name == "powi":
+        if op_name in ("powi", "sqrt"):
             vals = vals[:1]
         return Op(op_name, vals, out_dt, in_dts[0], param)
 
@@ -168,14 +168,17 @@ def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
     # Small constant integer exponents become multiplies (exact for 2, within an ULP or two
     # of libm pow for 3 and 4); integer powers must be non-negative constants (NumPy raises
     # for negative ones and the loop below would not).
+    # NumPy's float power loop computes sqrt when the exponent is a broadcast (stride-0) 0.5
+    # (so (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 is nan, unlike C's pow): constant exponents
+    # are decided here, array exponents stay NumPy calls.
     if _is_node(exponent):
-        if dt.kind == "f":
-            return "power", None
-        raise _Refuse("integer power with an array exponent")
+        raise _Refuse("power with an array exponent")
     e = exponent.item() if isinstance(exponent, np.generic) else exponent
     if dt.kind == "f":
         if float(e) in (0.0, 1.0, 2.0, 3.0, 4.0):
             return "powi", int(e)
+        if float(e) == 0.5:
+            return "sqrt", None
         return "power", None
     if isinstance(e, (int, np.integer)) and not isinstance(e, bool) and 0 <= e <= 64:
         return "powi", int(e)

@@ -58,6 +58,7 @@ def test_lowered(fn, inputs):
     (lambda x: x.astype(np.int32), [F8], "float -> integer"),
     (lambda x, y: x ** y, [I4, I4], "array exponent"),
     (lambda x, y: x ** y, [F8, F8], "array exponent"),
+    (lambda x, y: np.clip(x, y, 1.0), [F8, F8], "array bounds"),
     (lambda x: np.sum(x, dtype=np.float32), [F8], "axis= and keepdims="),
     (lambda x: np.dot(x, x.T), [F8], "no lowering"),
     (lambda x: x << 2, [I4], "no C lowering"),

@@ -216,6 +216,19 @@ def test_where_clip_astype():
                            z.astype(bool), x.astype(bool), (x > 0).astype(np.int64)), [a, b, c])
 
 
+def test_signed_zeros_and_nan_in_minmax_and_clip():
+    a = np.array([-0.0, 0.0, -0.0, 0.0, np.nan, 1.0, 0.5, -3.0] * 4)
+    b = np.array([0.0, -0.0, -0.0, 0.0, 1.0, np.nan, np.nan, 0.0] * 4)
+    gm, f = build(lambda x, y: (np.maximum(x, y), np.minimum(x, y), np.fmax(x, y), np.fmin(x, y),
+                                np.clip(x, 0.0, 1.0), np.clip(x, y, 2.0), np.clip(x, -1.0, y),
+                                np.sign(x)), [a, b])
+    with np.errstate(all="ignore"):
+        got, want = f(a, b), gm.forward(a, b)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(np.signbit(g), np.signbit(w))
+
+
 # -- layouts -----------------------------------------------------------------------------------
 
 def _chain(x, y):

@@ -121,6 +121,18 @@ def _minmax(quiet: str, plain: str) -> OpPrinter:
     return emit
 
 
+def _clip_side(quiet: str, plain: str) -> OpPrinter:
+    # NumPy's clip: a NaN in x or in the bound propagates; otherwise the bound replaces x only
+    # when strictly beyond it (so clip(-0.0, 0.0, 1.0) keeps -0.0, unlike maximum).
+    def emit(a: list[str], op: Op) -> str:
+        x, b = a
+        if _is_float(op.dtype):
+            return f"(isnan({x}) ? {x} : (isnan({b}) ? {b} : ({quiet}({x}, {b}) ? {b} : {x})))"
+        return f"({x} {plain} {b} ? {b} : {x})"
+
+    return emit
+
+
 def _compare(quiet: str | None, sym: str) -> OpPrinter:
     def emit(a: list[str], op: Op) -> str:
         if quiet is not None and _is_float(op.arg_dtype):
@@ -195,6 +207,8 @@ OPS: dict[str, OpPrinter] = {
     "reciprocal": lambda a, op: f"(({ctype(op.dtype)})1 / {a[0]})",
     "maximum": _minmax("DYN_GT", ">"),
     "minimum": _minmax("DYN_LT", "<"),
+    "clip_lo": _clip_side("DYN_LT", "<"),
+    "clip_hi": _clip_side("DYN_GT", ">"),
     "equal": _compare(None, "=="),
     "not_equal": _compare(None, "!="),
     "less": _compare("DYN_LT", "<"),

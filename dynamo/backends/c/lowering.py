@@ -43,7 +43,7 @@ OPERATOR_UFUNCS: dict[Any, np.ufunc] = {
 _FLOAT_ONLY = {"divide", "reciprocal", "isnan", "isinf", "isfinite", "signbit",
                *FLOAT_MATH}
 _INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
-_NOT_UFUNC_OPS = {"where", "cast", "powi"}
+_NOT_UFUNC_OPS = {"where", "cast", "powi", "clip_lo", "clip_hi"}
 
 
 @dataclass
@@ -210,13 +210,17 @@ def _clip_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
     lo, hi = bound.get("a_min"), bound.get("a_max")
     if lo is None and hi is None:
         raise _Refuse("clip without bounds")
+    if _is_node(lo) or _is_node(hi):
+        # NumPy's clip keeps x on a tie with a scalar bound but takes the bound on a tie with
+        # an array bound (clip(-0.0, 0.0) is -0.0 or 0.0): only constant bounds are lowered.
+        raise _Refuse("clip with array bounds")
 
     def build(get: Callable[[Any], Value]) -> Value:
         v = _arg_value(bound["a"], dt, get)
         if lo is not None:
-            v = Op("maximum", (v, _arg_value(lo, dt, get)), dt, dt)
+            v = Op("clip_lo", (v, _arg_value(lo, dt, get)), dt, dt)
         if hi is not None:
-            v = Op("minimum", (v, _arg_value(hi, dt, get)), dt, dt)
+            v = Op("clip_hi", (v, _arg_value(hi, dt, get)), dt, dt)
         return v
 
     nodes = [x for x in (bound["a"], lo, hi) if _is_node(x)]

@@ -115,7 +115,8 @@ def _minmax(quiet: str, plain: str) -> OpPrinter:
     def emit(a: list[str], op: Op) -> str:
         x, y = a
         if _is_float(op.dtype):
-            return f"(({quiet}({x}, {y}) || isnan({x})) ? {x} : {y})"
+            # '|' not '||': no short-circuit branch, so the loop stays vectorisable.
+            return f"(({quiet}({x}, {y}) | (isnan({x}) != 0)) ? {x} : {y})"
         return f"({x} {plain} {y} ? {x} : {y})"
 
     return emit
@@ -129,6 +130,16 @@ def _clip_side(quiet: str, plain: str) -> OpPrinter:
         if _is_float(op.dtype):
             return f"(isnan({x}) ? {x} : (isnan({b}) ? {b} : ({quiet}({x}, {b}) ? {b} : {x})))"
         return f"({x} {plain} {b} ? {b} : {x})"
+
+    return emit
+
+
+def _fminmax(quiet: str) -> OpPrinter:
+    # NumPy's fmax/fmin: ignore a NaN on one side, return b on ties (fmax(-0.0, 0.0) is 0.0);
+    # C's fmax leaves ties unspecified (and its vector form differs from the scalar one).
+    def emit(a: list[str], op: Op) -> str:
+        x, y = a
+        return f"(isnan({y}) ? {x} : ({quiet}({x}, {y}) ? {x} : {y}))"
 
     return emit
 
@@ -207,6 +218,8 @@ OPS: dict[str, OpPrinter] = {
     "reciprocal": lambda a, op: f"(({ctype(op.dtype)})1 / {a[0]})",
     "maximum": _minmax("DYN_GT", ">"),
     "minimum": _minmax("DYN_LT", "<"),
+    "fmax": _fminmax("DYN_GT"),
+    "fmin": _fminmax("DYN_LT"),
     "clip_lo": _clip_side("DYN_LT", "<"),
     "clip_hi": _clip_side("DYN_GT", ">"),
     "equal": _compare(None, "=="),
@@ -230,7 +243,7 @@ OPS: dict[str, OpPrinter] = {
     "where": lambda a, op: f"({a[0]} ? {a[1]} : {a[2]})",
     "cast": _cast,
     "powi": _powi,
-    **{name: _libm(fn) for name, fn in FLOAT_MATH.items()},
+    **{name: _libm(fn) for name, fn in FLOAT_MATH.items() if name not in ("fmax", "fmin")},
 }
 
 
@@ -278,15 +291,20 @@ _PROLOGUE = """\
 #include <math.h>
 #include <fenv.h>
 #define DYN_FE (FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID | FE_UNDERFLOW)
-/* Quiet ordered comparison: false when either side is NaN, and never raises FE_INVALID.
-   isless() & co. are quiet as scalars, but gcc's vectoriser may turn them into signalling
-   vector compares; comparing NaN-free copies keeps NumPy's "no warning" behaviour. */
-#define DYN_QCMP(a, b, op) __extension__ ({ __typeof__((a) + 0) x_ = (a), y_ = (b); \
-    const int o_ = (x_ == x_) & (y_ == y_); x_ = o_ ? x_ : 0; y_ = o_ ? y_ : 0; o_ & (x_ op y_); })
-#define DYN_LT(a, b) DYN_QCMP(a, b, <)
-#define DYN_LE(a, b) DYN_QCMP(a, b, <=)
-#define DYN_GT(a, b) DYN_QCMP(a, b, >)
-#define DYN_GE(a, b) DYN_QCMP(a, b, >=)
+/* Quiet ordered comparisons: false when either side is NaN, never raise FE_INVALID, and
+   vectorise. C's < is a signalling compare (a NaN sets FE_INVALID, which NumPy does not
+   report), and isless() & co. may be vectorised into signalling compares too. So order is
+   decided on integer keys (IEEE bits with the magnitude flipped for negatives: a total order
+   that matches < except -0.0 < +0.0), with NaN and equality excluded by quiet == / !=. */
+static inline int64_t dyn_key_d(double x) { int64_t i; __builtin_memcpy(&i, &x, 8);
+    return i ^ ((i >> 63) & INT64_MAX); }
+static inline int32_t dyn_key_f(float x) { int32_t i; __builtin_memcpy(&i, &x, 4);
+    return i ^ ((i >> 31) & INT32_MAX); }
+#define DYN_KEY(x) _Generic((x), float: dyn_key_f, default: dyn_key_d)(x)
+#define DYN_LT(a, b) (((a) == (a)) & ((b) == (b)) & ((a) != (b)) & (DYN_KEY(a) < DYN_KEY(b)))
+#define DYN_GT(a, b) DYN_LT(b, a)
+#define DYN_LE(a, b) (((a) == (b)) | DYN_LT(a, b))
+#define DYN_GE(a, b) (((a) == (b)) | DYN_LT(b, a))
 """
 
 

@@ -491,7 +491,23 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     else:
         comb = _combine(red.op, red.acc_dtype)
         if red.op in ("max", "min"):
-            L += [f"{ind}    for (int64_t j = 0; j < inner; j++) {{",
+            # 8 independent lanes (vectorisable; NaN propagation does not depend on order),
+            # combined at the end of the row, then the tail.
+            L += [f"{ind}    int64_t j = 0;",
+                  f"{ind}    if (contig && inner >= 16) {{",
+                  f"{ind}        {acc} m8[8];",
+                  f"{ind}        for (int k = 0; k < 8; k++) m8[k] = {name}vc(&row, k);",
+                  f"{ind}        for (j = 8; j + 8 <= inner; j += 8) {{",
+                  f"{ind}            for (int k = 0; k < 8; k++) {{",
+                  f"{ind}                const {acc} v = {name}vc(&row, j + k);",
+                  f"{ind}                m8[k] = {comb('m8[k]', 'v')};",
+                  f"{ind}            }}",
+                  f"{ind}        }}",
+                  f"{ind}        for (int k = 0; k < 8; k++) {{",
+                  f"{ind}            acc = first ? m8[k] : {comb('acc', 'm8[k]')}; first = 0;",
+                  f"{ind}        }}",
+                  f"{ind}    }}",
+                  f"{ind}    for (; j < inner; j++) {{",
                   f"{ind}        const {acc} v = contig ? {name}vc(&row, j) : {name}vs(&row, j);",
                   f"{ind}        acc = first ? v : {comb('acc', 'v')}; first = 0;",
                   f"{ind}    }}"]

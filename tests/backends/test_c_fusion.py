@@ -237,3 +237,14 @@ def test_calibration_picks_a_path_and_both_paths_agree():
     for verdict in (True, False):
         runner.use_kernel = verdict
         np.testing.assert_allclose(f(x), want, rtol=1e-14)
+
+
+def test_numpy_path_of_a_row_kernel_with_keyword_arguments():
+    def fn(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        return e / np.sum(e, axis=1, keepdims=True), x.clip(min=-1.0, max=1.0)
+
+    gm, f = build(fn, [X])
+    for runner in f.runners.values():
+        runner.use_kernel = False
+    same(f(X), gm.forward(X))

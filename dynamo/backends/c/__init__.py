@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from fx.node import map_arg
+from fx.node import Node, map_arg
 
 from .codegen_c import cdef_for, module_source
 from .config import COptions, resolve_options
@@ -51,10 +51,18 @@ class CBackendWarning(RuntimeWarning):
 def _node_runner(node: Any, gm: Any) -> Callable[[dict], Any]:
     """A closure computing one node with NumPy from an env dict (the eager semantics)."""
     target, args, kwargs = node.target, node.args, node.kwargs
+    flat = not kwargs and all(isinstance(a, Node) or not isinstance(a, (tuple, list, dict, slice))
+                              for a in args)
+    if flat:
+        # The common case (positional nodes and scalars): no generic tree walk per call.
+        spec = tuple((isinstance(a, Node), a) for a in args)
 
-    def fetch(env: dict) -> tuple[tuple, dict]:
-        get = env.__getitem__
-        return map_arg(args, get), map_arg(kwargs, get)
+        def fetch(env: dict) -> tuple[tuple, dict]:
+            return tuple(env[a] if is_node else a for is_node, a in spec), {}
+    else:
+        def fetch(env: dict) -> tuple[tuple, dict]:
+            get = env.__getitem__
+            return map_arg(args, get), map_arg(kwargs, get)
 
     if node.op == "call_function":
         def run(env: dict) -> Any:

@@ -74,7 +74,7 @@ npd_extra *npd_extra_get_or_create(PyCodeObject *code) {
     return extra;
 }
 
-int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code) {
+int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code, void *owner) {
     npd_entry *e = PyMem_Calloc(1, sizeof(npd_entry));
     if (e == NULL) {
         PyErr_NoMemory();
@@ -83,6 +83,7 @@ int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code) 
     e->check_fn = Py_NewRef(check_fn);
     e->new_code = Py_NewRef(new_code);
     e->func = NULL;
+    e->owner = owner;
     e->next = extra->head;
     extra->head = e;
     return 0;
@@ -171,13 +172,16 @@ PyObject *npd_entry_function(npd_extra *extra, npd_entry *entry, PyObject *globa
     return func;
 }
 
-PyObject *npd_cache_as_list(npd_extra *extra) {
+PyObject *npd_cache_as_list(npd_extra *extra, void *owner) {
     PyObject *list = PyList_New(0);
     if (list == NULL || extra == NULL) {
         return list;
     }
 restart:
     for (npd_entry *e = extra->head; e != NULL; e = e->next) {
+        if (owner != NULL && e->owner != owner) {
+            continue;
+        }
         unsigned long version = extra->version;
         /* Allocation may trigger a GC pass whose finalizers could reset this very cache. */
         PyObject *pair = PyTuple_Pack(2, e->check_fn, e->new_code);

@@ -31,6 +31,13 @@ typedef struct npd_entry {
                                (see npd_entry_function) */
     void *uncached_globals; /* address only, never dereferenced: last globals found not to
                                be a module dict, so we do not re-check them on every call */
+    void *owner;            /* address only, never dereferenced: the callback that compiled
+                               this entry.  In compile mode only the entries of the current
+                               callback are used (one callback per backend, so a function
+                               compiled with two backends keeps a version for each); run-only
+                               mode uses every entry.  An address, not a reference, so the
+                               cache pins nothing the cycle collector cannot see; the Python
+                               side keeps callbacks alive, so addresses are never reused. */
     struct npd_entry *next;
 } npd_entry;
 
@@ -52,8 +59,8 @@ npd_extra *npd_extra_get(PyCodeObject *code);
 /* The state of `code`, created if missing.  NULL with an exception set on failure. */
 npd_extra *npd_extra_get_or_create(PyCodeObject *code);
 
-/* Prepend a new entry (strong references taken).  -1 with MemoryError on failure. */
-int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code);
+/* Prepend a new entry (strong references taken; `owner` by address).  -1 with MemoryError. */
+int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code, void *owner);
 
 /* Move `entry` (which must be in the list) to the front. */
 void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry);
@@ -68,7 +75,8 @@ void npd_extra_reset(npd_extra *extra);
 PyObject *npd_entry_function(npd_extra *extra, npd_entry *entry, PyObject *globals,
                              PyObject *closure);
 
-/* [(check_fn, new_code), ...], most recently hit first.  New reference. */
-PyObject *npd_cache_as_list(npd_extra *extra);
+/* [(check_fn, new_code), ...], most recently hit first; only the entries of `owner` unless it
+ * is NULL.  New reference. */
+PyObject *npd_cache_as_list(npd_extra *extra, void *owner);
 
 #endif /* NPDYNAMO_CACHE_H */

@@ -96,7 +96,10 @@ static inline void callback_resume(PyObject *saved) {
  * that must propagate (out of memory).  A guard that raises is reported as unraisable and
  * counts as a failed guard.  Runs with the thread's callback suspended. */
 static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
-                        PyObject *globals, PyObject *closure, PyObject **func_out) {
+                        PyObject *globals, PyObject *closure, PyObject *callback,
+                        PyObject **func_out) {
+    /* Compile mode uses only the entries this callback compiled; run-only (False) uses all. */
+    void *owner = callback == Py_False ? NULL : (void *)callback;
     if (extra->head == NULL) {
         return 0;
     }
@@ -123,6 +126,9 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
      * reorders by other threads (the GIL is released inside Python guards) keep `e` and
      * `e->next` valid; at worst a guard is asked twice or skipped (a spurious miss). */
     for (npd_entry *e = extra->head; e != NULL; e = e->next) {
+        if (owner != NULL && e->owner != owner) {
+            continue;
+        }
         unsigned long version = extra->version;
         PyObject *check_fn = Py_NewRef(e->check_fn); /* survives even if the entry dies */
         PyObject *res = PyObject_Vectorcall(
@@ -224,7 +230,7 @@ static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
     /* Safety net for the contract "new_code is marked SKIP": otherwise the shadow frame would
      * itself be sent to the compiler. */
     npd_extra *new_extra = npd_extra_get_or_create((PyCodeObject *)new_code);
-    if (new_extra == NULL || npd_cache_prepend(extra, check_fn, new_code) < 0) {
+    if (new_extra == NULL || npd_cache_prepend(extra, check_fn, new_code, (void *)callback) < 0) {
         Py_DECREF(result);
         return -1;
     }
@@ -246,7 +252,7 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
     PyObject *callback = callback_suspend();
     if (extra != NULL) {
         found = cache_lookup(extra, slots, nargs, npd_frame_globals(frame),
-                             npd_frame_closure(frame), &func);
+                             npd_frame_closure(frame), callback, &func);
     }
     if (found == 0) {
         int compile = callback != Py_False && (extra == NULL || extra->state != NPD_RUN_ONLY);
@@ -376,12 +382,17 @@ static PyObject *get_code_state(PyObject *module, PyObject *obj) {
     return PyLong_FromLong(extra != NULL ? extra->state : NPD_DEFAULT);
 }
 
-static PyObject *get_cache_entries(PyObject *module, PyObject *obj) {
-    PyCodeObject *code = as_code(obj, "get_cache_entries");
+static PyObject *get_cache_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get_cache_entries(code, callback=None) takes 1 or 2 arguments");
+        return NULL;
+    }
+    PyCodeObject *code = as_code(args[0], "get_cache_entries");
     if (code == NULL) {
         return NULL;
     }
-    return npd_cache_as_list(npd_extra_get(code));
+    void *owner = nargs == 2 && args[1] != Py_None ? (void *)args[1] : NULL;
+    return npd_cache_as_list(npd_extra_get(code), owner);
 }
 
 static PyObject *reset_code(PyObject *module, PyObject *obj) {
@@ -418,8 +429,9 @@ static PyMethodDef module_methods[] = {
      PyDoc_STR("set_code_state(code, state): DEFAULT (0), SKIP (1) or RUN_ONLY (2)")},
     {"get_code_state", get_code_state, METH_O,
      PyDoc_STR("get_code_state(code) -> DEFAULT, SKIP or RUN_ONLY")},
-    {"get_cache_entries", get_cache_entries, METH_O,
-     PyDoc_STR("get_cache_entries(code) -> [(check_fn, new_code), ...], most recently hit first")},
+    {"get_cache_entries", (PyCFunction)(void (*)(void))get_cache_entries, METH_FASTCALL,
+     PyDoc_STR("get_cache_entries(code, callback=None) -> [(check_fn, new_code), ...], most "
+               "recently hit first; with a callback, only the entries it compiled")},
     {"reset_code", reset_code, METH_O,
      PyDoc_STR("reset_code(code): drop the code object's cache entries, state and counters")},
     {"code_stats", code_stats, METH_O,

@@ -119,13 +119,13 @@ class ConvertFrame:
             return None
         with compile_lock:
             touched_codes.add(code)
-            entries = _C.get_cache_entries(code)
+            entries = _C.get_cache_entries(code, self)  # this backend's versions
             if any(check_fn(*frame.args, frame.f_globals, frame.closure) for check_fn, _ in entries):
                 # Another thread compiled this version while we waited for the lock: this one
                 # call runs unmodified; later calls hit the cache.
                 return None
             recompile_reason = self._recompile_reason(frame, entries) if entries else None
-            if len(entries) >= config.cache_size_limit:
+            if len(_C.get_cache_entries(code)) >= config.cache_size_limit:
                 self._hit_limit(code, recompile_reason)
                 return None
             if recompile_reason is not None:

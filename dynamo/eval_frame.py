@@ -10,61 +10,58 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from typing import Any, Callable
 
 from . import _C
 from .backends import Backend, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 
-__all__ = ["compile", "optimize", "disable", "run", "reset", "capture_state"]
+__all__ = ["compile", "optimize", "disable", "run", "reset"]
 
 
-class _CaptureState(threading.local):
-    """This thread's current backend; every compiled version guards on it, so a function
-    compiled with two backends keeps one version per backend (None: any version may run)."""
+#: One compile callback per (backend, fullgraph), alive for the process. The C cache tags each
+#: compiled version with the callback that made it (by address), so the same function compiled
+#: with two backends keeps a version for each, and an address is never reused by another one.
+_callbacks: dict[tuple[int, bool], ConvertFrame] = {}
 
-    backend: Any = None
 
-
-capture_state = _CaptureState()
+def _callback_for(backend: Backend, fullgraph: bool) -> ConvertFrame:
+    key = (id(backend), fullgraph)
+    with compile_lock:
+        if key not in _callbacks:
+            _callbacks[key] = ConvertFrame(backend, fullgraph=fullgraph)
+        return _callbacks[key]
 
 
 class _CaptureContext:
-    """Sets this thread's hook callback (and current backend) for a `with` block or around each
-    call of a function."""
+    """Sets this thread's hook callback for a `with` block or around each call of a function."""
 
-    def __init__(self, callback: Any, backend: Any = None) -> None:
+    def __init__(self, callback: Any) -> None:
         self.callback = callback
-        self.backend = backend
-        self._saved: list[tuple[Any, Any]] = []
+        self._saved: list[Any] = []
 
     def __enter__(self) -> "_CaptureContext":
-        self._saved.append((_C.set_eval_frame(self.callback), capture_state.backend))
-        capture_state.backend = self.backend
+        self._saved.append(_C.set_eval_frame(self.callback))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        callback, capture_state.backend = self._saved.pop()
-        _C.set_eval_frame(callback)
+        _C.set_eval_frame(self._saved.pop())
 
     def __call__(self, fn: Callable) -> Callable:
         if not callable(fn):
             raise TypeError(f"expected a function to wrap, got {type(fn).__name__}")
         if inspect.isclass(fn):
             raise TypeError("npdynamo wraps functions, not classes; wrap the method or function instead")
-        callback, backend = self.callback, self.backend
-        set_eval_frame, state = _C.set_eval_frame, capture_state
+        callback = self.callback
+        set_eval_frame = _C.set_eval_frame
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            prior, prior_backend = set_eval_frame(callback), state.backend
-            state.backend = backend
+            prior = set_eval_frame(callback)
             try:
                 return fn(*args, **kwargs)
             finally:
                 set_eval_frame(prior)
-                state.backend = prior_backend
 
         wrapper._dynamo_orig_fn = fn  # type: ignore[attr-defined]
         wrapper._dynamo_callback = callback  # type: ignore[attr-defined]
@@ -73,8 +70,7 @@ class _CaptureContext:
 
 def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False) -> _CaptureContext:
     """Capture every frame run inside: ``with dynamo.optimize("eager"): f(x)``, or a decorator."""
-    backend_fn = lookup_backend(backend)
-    return _CaptureContext(ConvertFrame(backend_fn, fullgraph=fullgraph), backend_fn)
+    return _CaptureContext(_callback_for(lookup_backend(backend), bool(fullgraph)))
 
 
 def compile(fn: Callable | None = None, *, backend: str | Backend = "eager", fullgraph: bool = False,

@@ -63,11 +63,7 @@ class GuardBuilder:
     """Turns guards into Python expressions; objects they compare with become globals."""
 
     def __init__(self) -> None:
-        from .eval_frame import capture_state
-
-        self.scope: dict[str, object] = {
-            "___ndarray": np.ndarray, "___copysign": math.copysign, "___capture_state": capture_state,
-        }
+        self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign}
         self._names: dict[int, str] = {}
         self._counter = itertools.count()
 
@@ -128,11 +124,6 @@ class GuardBuilder:
     def DICT_KEYS(self, e: str, expected: tuple[type, frozenset]) -> list[str]:
         typ, keys = expected
         return [f"type({e}) is {self.const(typ, typ.__name__)}", f"{e}.keys() == {self.const(keys, 'keys')}"]
-
-    def BACKEND_MATCH(self, e: str, expected: _Identity) -> list[str]:
-        # Run-only mode (no backend) may reuse versions compiled by any backend.
-        name = self.const(expected.obj, getattr(expected.obj, "__name__", "backend"))
-        return [f"({e} is {name} or {e} is None)"]
 
     def NOT_IN_GLOBALS(self, e: str, expected: str) -> list[str]:
         # `e` is ``___globals['name']``; the name must keep resolving to the builtin.

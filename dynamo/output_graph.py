@@ -22,7 +22,7 @@ from fx.meta import ArrayMeta, meta_of
 
 from .exc import BackendError, Unsupported
 from .guards import Guard
-from .source import BackendSource, Source
+from .source import Source
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
 from .variables.containers import DictVariable, ListVariable, TupleVariable, _Sequence
@@ -65,7 +65,7 @@ class OutputGraph:
         self.code_name = code_name
         self.backend = backend
         self.graph = fx.Graph()
-        self.guards: list[Guard] = [Guard(BackendSource(), "BACKEND_MATCH", Guard.identity(backend))]
+        self.guards: list[Guard] = []
         self.wrapped: dict[Source, VariableTracker] = {}
         self.inputs: list[tuple[Source, fx.Node, Any]] = []
 

@@ -17,10 +17,7 @@ from bytecode import CellVar, FreeVar, Instr
 if TYPE_CHECKING:
     from .codegen import Codegen
 
-__all__ = [
-    "Source", "LocalSource", "GlobalSource", "ClosureSource", "GetItemSource", "AttrSource",
-    "BackendSource",
-]
+__all__ = ["Source", "LocalSource", "GlobalSource", "ClosureSource", "GetItemSource", "AttrSource"]
 
 
 class Source:
@@ -123,16 +120,3 @@ class AttrSource(Source):
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
 
-
-@dataclass(frozen=True)
-class BackendSource(Source):
-    """The backend of the capture context that is running (`dynamo.eval_frame.current_backend`)."""
-
-    def guard_expr(self) -> str:
-        return "___capture_state.backend"
-
-    def reconstruct(self, codegen: "Codegen") -> None:
-        raise NotImplementedError("the current backend is not a value of the frame")
-
-    def name(self) -> str:
-        return "current backend"

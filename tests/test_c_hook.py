@@ -749,3 +749,34 @@ def test_no_memory_growth_over_100k_calls():
         C.set_eval_frame(previous)
     assert growth < 20_000, growth
     assert C.code_stats(f.__code__) == (100_999, 1)
+
+
+# ---- entries belong to the callback that compiled them --------------------------------------
+
+
+def test_entries_are_used_only_by_the_callback_that_compiled_them():
+    def f(a):
+        return a + 1
+
+    def plus_two(a):
+        return a + 2
+
+    def plus_three(a):
+        return a + 3
+
+    def always(*args):
+        return True
+
+    first = Recorder(f.__code__, lambda view: (always, flat(plus_two)))
+    second = Recorder(f.__code__, lambda view: (always, flat(plus_three)))
+    try:
+        assert run_with(first, f, 1) == 3
+        assert run_with(second, f, 1) == 4  # first's entry is not used: second compiles
+        assert run_with(first, f, 1) == 3 and run_with(second, f, 1) == 4  # both hit now
+        assert len(first.views) == 1 and len(second.views) == 1
+        assert len(C.get_cache_entries(f.__code__)) == 2
+        assert [code.co_name for _, code in C.get_cache_entries(f.__code__, first)] == ["plus_two"]
+        assert [code.co_name for _, code in C.get_cache_entries(f.__code__, second)] == ["plus_three"]
+        assert run_with(False, f, 1) == 4  # run-only mode uses any entry (most recent first)
+    finally:
+        C.reset_code(f.__code__)

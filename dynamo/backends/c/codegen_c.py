@@ -264,13 +264,36 @@ def _const(c: Const) -> str:
     return f"(({t}){int(c.value)})"
 
 
+def _walk_until(values: list[Value], stop: dict) -> list[Value]:
+    """`walk`, but values in ``stop`` are leaves (their operands are not visited)."""
+    seen: dict[Value, None] = {}
+
+    def visit(v: Value) -> None:
+        if v in seen:
+            return
+        if isinstance(v, Op) and v not in stop:
+            for a in v.args:
+                visit(a)
+        seen[v] = None
+
+    for v in values:
+        visit(v)
+    return list(seen)
+
+
 def _body(values: list[Value], load: Callable[[Load], str], indent: str,
-          rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}") -> tuple[list[str], dict]:
-    """C statements computing every node of ``values``' DAG once; returns lines and names."""
+          rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}",
+          preset: dict | None = None) -> tuple[list[str], dict]:
+    """C statements computing every node of ``values``' DAG once; returns lines and names.
+    ``preset`` maps values already available elsewhere (e.g. in a row buffer) to C expressions:
+    they are read, not recomputed."""
     lines: list[str] = []
     names: dict[Value, str] = {}
-    for i, v in enumerate(walk(values)):
-        if isinstance(v, Load):
+    preset = preset or {}
+    for i, v in enumerate(_walk_until(values, preset)):
+        if v in preset:
+            expr = preset[v]
+        elif isinstance(v, Load):
             expr = load(v)
         elif isinstance(v, RowRef):
             expr = rowref(v)
@@ -358,8 +381,10 @@ def pointwise_source(k: PointwiseKernel) -> str:
           "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
           "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
           "    const int64_t nwork = outer * nblk;",
-          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == 1" for i in range(n_in)
-                                             if i not in inv) + ";",
+          # Hoisted (row-invariant) operands must really have stride 0 in the inner run:
+          # with a permuted domain (NumPy's output order for F-ordered inputs) they may not.
+          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == {int(i not in inv)}"
+                                             for i in range(n_in)) + ";",
           "    int fl = 0;",
           "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
           "    {",
@@ -419,17 +444,58 @@ def _combine(op: str, acc_dt: np.dtype) -> Callable[[str, str], str]:
     return table[op]
 
 
+def _is_costly(v: Value) -> bool:
+    return any(isinstance(x, Op) and x.name in FLOAT_MATH for x in walk([v]))
+
+
+def row_buffers(k: ReductionKernel) -> dict[int, int]:
+    """Reductions whose prologue value is stored in an epilogue output: reduction index ->
+    epilogue output index.
+
+    Softmax's ``exp(x - max)`` is both summed and divided by the sum; instead of computing it
+    twice, the sum phase writes it into the row of the (same-dtype) epilogue output, sums that
+    row pairwise (bit-identical order), and the epilogue reads it back while the row is still
+    in cache. Only for float sums/means of a value that calls a math function and that the
+    epilogue reads; each output row holds one such value.
+    """
+    cached = k.__dict__.get("_row_buffers")
+    if cached is not None:
+        return cached
+    out: dict[int, int] = {}
+    if k.outputs:
+        epilogue_values = set(walk(k.outputs))
+        free = list(range(len(k.outputs)))
+        for i, red in enumerate(k.reductions):
+            v = red.value
+            if (red.op in ("sum", "mean") and _is_float(red.acc_dtype)
+                    and v.dtype == red.acc_dtype and v in epilogue_values and _is_costly(v)):
+                e = next((e for e in free if k.outputs[e].dtype == v.dtype), None)
+                if e is not None:
+                    free.remove(e)
+                    out[i] = e
+    k.__dict__["_row_buffers"] = out
+    return out
+
+
 def _reduction_functions(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     """Element functions ``<name>_r<i>v{c,s}`` (prologue value, contiguous / strided) and, for
-    float sums, NumPy's pairwise summation ``<name>_r<i>pw{c,s}``."""
+    float sums, NumPy's pairwise summation ``<name>_r<i>pw{c,s}`` (and ``pwb`` over the row
+    buffer, see `row_buffers`)."""
     name, acc = f"{k.name}_r{i}", ctype(red.acc_dtype)
     conv = Op("cast", (red.value,), red.acc_dtype, red.value.dtype)
     L: list[str] = []
-    for variant, load in (("c", lambda v: f"r->p{v.operand}[j]"),
-                          ("s", lambda v: f"r->p{v.operand}[j * r->s{v.operand}]")):
-        lines, names = _body([conv], load, "    ")
+    variants: list[tuple[str, Callable[[Load], str] | None]] = [
+        ("c", lambda v: f"r->p{v.operand}[j]"),
+        ("s", lambda v: f"r->p{v.operand}[j * r->s{v.operand}]")]
+    if i in row_buffers(k):
+        variants.append(("b", None))
+    for variant, load in variants:
         L += [f"static inline {acc} {name}v{variant}(const {k.name}_row *r, int64_t j)", "{"]
-        L += lines + [f"    return {names[conv]};", "}"]
+        if load is None:
+            L += [f"    return r->b{i}[j];", "}"]
+        else:
+            lines, names = _body([conv], load, "    ")
+            L += lines + [f"    return {names[conv]};", "}"]
         if red.op in ("sum", "mean") and _is_float(red.acc_dtype):
             f = f"{name}pw{variant}"
             v = f"{name}v{variant}"
@@ -467,13 +533,37 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     arg = red.op in ("argmax", "argmin")
     ind = "        "
     L = [f"{ind}{{"]
-    if arg:
+    buffered = row_buffers(k).get(i)
+    if buffered is not None:
+        # Compute the row's values once into the epilogue output (vectorised, libmvec),
+        # then sum them pairwise from there.
+        n_red = len(k.reductions)
+        L += [f"{ind}{acc} acc = 0;",
+              f"{ind}for (int64_t q = 0; q < nrows; q++) {{",
+              f"{ind}    {k.name}_at(&row, q);",
+              f"{ind}    {acc} *restrict bq = out{n_red + buffered} + (o * nrows + q) * inner;",
+              f"{ind}    row.b{i} = bq;"]
+        for variant in ("contig", "strided"):
+            if variant == "contig":
+                L += [f"{ind}    if (contig) {{", f"{ind}    #pragma omp simd"]
+                load = lambda v: f"row.p{v.operand}[j]"  # noqa: E731
+            else:
+                L += [f"{ind}    }} else {{"]
+                load = lambda v: f"row.p{v.operand}[j * row.s{v.operand}]"  # noqa: E731
+            L += [f"{ind}    for (int64_t j = 0; j < inner; j++) {{"]
+            lines, names = _body([red.value], load, ind + "        ",
+                                 lambda rr: f"row.r{rr.index}")
+            L += lines + [f"{ind}        bq[j] = {names[red.value]};", f"{ind}    }}"]
+        L += [f"{ind}    }}", f"{ind}    acc += {name}pwb(&row, 0, inner);", f"{ind}}}"]
+    elif arg:
         L += [f"{ind}int64_t best = 0, pos = 0;", f"{ind}{acc} m = 0; int stop = 0;"]
     else:
         init = _INIT.get(red.op)
         L += [f"{ind}{acc} acc = {init};" if init else f"{ind}{acc} acc = 0; int first = 1;"]
     L += [f"{ind}for (int64_t q = 0; q < nrows; q++) {{", f"{ind}    {k.name}_at(&row, q);"]
-    if red.op in ("sum", "mean") and _is_float(red.acc_dtype):
+    if buffered is not None:
+        pass
+    elif red.op in ("sum", "mean") and _is_float(red.acc_dtype):
         L += [f"{ind}    acc += contig ? {name}pwc(&row, 0, inner) : {name}pws(&row, 0, inner);"]
     elif arg:
         # NumPy: the first extreme wins, a NaN wins at once (quiet comparisons: no FP flags).

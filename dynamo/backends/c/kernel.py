@@ -29,7 +29,7 @@ from .config import COptions
 from .loop_ir import PointwiseKernel, ReductionKernel
 
 __all__ = ["PointwiseRunner", "ReductionRunner", "replay_fp_flags", "numpy_modes_ok",
-           "broadcast_strides", "coalesce"]
+           "broadcast_strides", "coalesce", "output_order"]
 
 # glibc x86-64 <fenv.h> bit values.
 FE_INVALID, FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW = 0x01, 0x04, 0x08, 0x20
@@ -109,6 +109,40 @@ def coalesce(shape: list[int], strides: list[list[int]]) -> tuple[list[int], lis
     return new_shape, new_strides
 
 
+def output_order(shape: tuple[int, ...], strides: list[list[int]]) -> list[int]:
+    """NumPy's ``order='K'`` output layout: the domain's axes, outermost first.
+
+    The same insertion sort as NumPy's iterator (``npyiter_find_best_axis_ordering``): an axis
+    moves inside another only if every operand with non-zero strides on both agrees that it is
+    the smaller stride (by absolute value); on a conflict C order wins. Broadcast (stride-0)
+    and size-1 axes never decide. So F-ordered or transposed inputs give outputs laid out like
+    NumPy's, with positive strides (as NumPy allocates them).
+    """
+    nd = len(shape)
+    perm = list(range(nd - 1, -1, -1))  # iterator order: innermost axis first
+    for i0 in range(1, nd):
+        j0, ipos = perm[i0], i0
+        for i1 in range(i0 - 1, -1, -1):
+            j1 = perm[i1]
+            ambiguous, swap = True, False
+            for st in strides:
+                s0, s1 = st[j0], st[j1]
+                if s0 and s1:
+                    if abs(s1) <= abs(s0):
+                        swap = False  # C order wins conflicts: any "no" sticks
+                    elif ambiguous:
+                        swap = True
+                    ambiguous = False
+            if not ambiguous:
+                if not swap:
+                    break
+                ipos = i1
+        if ipos != i0:
+            del perm[i0]
+            perm.insert(ipos, j0)
+    return perm[::-1]
+
+
 def _finish(out: np.ndarray, meta: Any) -> Any:
     # A NumPy ufunc on 0-d inputs (or a full reduction) returns a NumPy scalar, not a 0-d array.
     if getattr(meta, "is_scalar", False):
@@ -170,10 +204,19 @@ class PointwiseRunner(_Runner):
     kernel: PointwiseKernel
 
     def _plan(self, arrays: list[np.ndarray]) -> Any:
+        """(layout block or None for an empty domain, output axis order or None for C)."""
         shape = self.kernel.shape
         strides = [broadcast_strides(a, shape) for a in arrays]
         if any(st is None for st in strides):
             return False
+        perm = output_order(shape, strides)  # type: ignore[arg-type]
+        if perm == sorted(perm):
+            perm = None
+        else:
+            # Run the kernel over the permuted domain: outputs are C-contiguous there, which
+            # is NumPy's layout once transposed back.
+            shape = tuple(shape[p] for p in perm)
+            strides = [[st[p] for p in perm] for st in strides]  # type: ignore[index]
         cshape, cstrides = coalesce(list(shape), strides)  # type: ignore[arg-type]
         if not cshape:
             cshape, cstrides = [1], [[0] for _ in strides]
@@ -181,7 +224,7 @@ class PointwiseRunner(_Runner):
         values = [*self._par(size), self.options.block, len(cshape), *cshape]
         for st in cstrides:
             values.extend(st)
-        return self._block(values) if size else None
+        return (self._block(values) if size else None), perm
 
     def __call__(self, inputs: list[Any]) -> list[Any] | None:
         k = self.kernel
@@ -189,15 +232,23 @@ class PointwiseRunner(_Runner):
         if arrays is None:
             return None
         key = tuple((a.shape, a.strides) for a in arrays)
-        block = self.plans.get(key, False)
-        if block is False:
-            block = self.plans[key] = self._plan(arrays)
-            if block is False:
+        plan = self.plans.get(key, False)
+        if plan is False:
+            plan = self.plans[key] = self._plan(arrays)
+            if plan is False:
                 return None
-        outs = [np.empty(k.shape, v.dtype) for v in k.outputs]
+        block, perm = plan
+        if perm is None:
+            outs = [np.empty(k.shape, v.dtype) for v in k.outputs]
+            if block is not None:
+                self._run(block, arrays, outs)
+            return [_finish(o, n.meta.get("val")) for o, n in zip(outs, k.out_nodes)]
+        pshape = tuple(k.shape[p] for p in perm)
+        back = np.argsort(perm)
+        outs = [np.empty(pshape, v.dtype) for v in k.outputs]
         if block is not None:
             self._run(block, arrays, outs)
-        return [_finish(o, n.meta.get("val")) for o, n in zip(outs, k.out_nodes)]
+        return [o.transpose(back) for o in outs]
 
 
 class ReductionRunner(_Runner):
@@ -223,6 +274,13 @@ class ReductionRunner(_Runner):
         if any(st is None for st in strides):
             return False
         kept, red = self.kept, self.red
+        perm = output_order(shape, strides)  # type: ignore[arg-type]
+        if perm != sorted(perm):
+            # NumPy lays out the epilogue (and multi-dim reduction) outputs like the input;
+            # the row kernel writes C order, so such layouts run as NumPy calls.
+            kept_perm = [p for p in perm if p in kept and shape[p] != 1]
+            if self.kernel.outputs or kept_perm != sorted(kept_perm):
+                return False
         kshape, kstr = coalesce([shape[d] for d in kept], [[s[d] for d in kept] for s in strides])
         rshape, rstr = coalesce([shape[d] for d in red], [[s[d] for d in red] for s in strides])
         if not kshape:

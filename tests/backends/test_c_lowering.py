@@ -118,4 +118,6 @@ def test_kernel_source_is_shape_independent():
 def test_broadcast_operands_are_hoisted_out_of_the_simd_loop():
     src = source_of(lambda x, s, row: x * s + row, F8, np.float64(2.0), np.ones((3, 1)))
     assert "const double x1 = in1[o1];" in src and "const double x2 = in2[o2];" in src
-    assert "st0[nd - 1] == 1;" in src  # only the full-size operand decides the fast path
+    # The full-size operand must be unit-stride and the hoisted ones stride 0 in the inner run
+    # (with F-ordered inputs the kernel runs over a permuted domain where they may not be).
+    assert "st0[nd - 1] == 1 && st1[nd - 1] == 0 && st2[nd - 1] == 0;" in src

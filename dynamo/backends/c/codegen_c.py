@@ -554,15 +554,16 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
             lines, names = _body([red.value], load, ind + "        ",
                                  lambda rr: f"row.r{rr.index}")
             L += lines + [f"{ind}        bq[j] = {names[red.value]};", f"{ind}    }}"]
-        L += [f"{ind}    }}", f"{ind}    acc += {name}pwb(&row, 0, inner);", f"{ind}}}"]
+        L += [f"{ind}    }}", f"{ind}    acc += {name}pwb(&row, 0, inner);"]
     elif arg:
         L += [f"{ind}int64_t best = 0, pos = 0;", f"{ind}{acc} m = 0; int stop = 0;"]
     else:
         init = _INIT.get(red.op)
         L += [f"{ind}{acc} acc = {init};" if init else f"{ind}{acc} acc = 0; int first = 1;"]
-    L += [f"{ind}for (int64_t q = 0; q < nrows; q++) {{", f"{ind}    {k.name}_at(&row, q);"]
+    if buffered is None:
+        L += [f"{ind}for (int64_t q = 0; q < nrows; q++) {{", f"{ind}    {k.name}_at(&row, q);"]
     if buffered is not None:
-        pass
+        pass  # the phase is complete (above)
     elif red.op in ("sum", "mean") and _is_float(red.acc_dtype):
         L += [f"{ind}    acc += contig ? {name}pwc(&row, 0, inner) : {name}pws(&row, 0, inner);"]
     elif arg:
@@ -638,6 +639,8 @@ def reduction_source(k: ReductionKernel) -> str:
     fields = "".join(f" const {ctype(o.dtype)} *p{i}; int64_t s{i};"
                      for i, o in enumerate(k.operands))
     fields += "".join(f" {_red_out_ctype(r)} r{i};" for i, r in enumerate(k.reductions))
+    fields += "".join(f" const {ctype(k.reductions[i].acc_dtype)} *b{i};"
+                      for i in row_buffers(k))
     fields += " const int64_t *S; int64_t nk, nr; const int64_t *rshape; int64_t base[%d];" % \
         max(1, n_in)
     fields += "".join(f" const void *S_ptr{i};" for i in range(n_in))
@@ -703,8 +706,10 @@ def reduction_source(k: ReductionKernel) -> str:
                 L += ["            } else {"]
                 load = lambda v: f"rp->p{v.operand}[j * rp->s{v.operand}]"  # noqa: E731
             L += ["            for (int64_t j = 0; j < inner; j++) {"]
+            preset = {k.reductions[i].value: f"out{n_red + e}[oo + j]"
+                      for i, e in row_buffers(k).items()}
             lines, names = _body(k.outputs, load, "                ",
-                                 lambda rr: f"rp->r{rr.index}")
+                                 lambda rr: f"rp->r{rr.index}", preset)
             L += lines
             L += [f"                out{n_red + j}[oo + j] = {names[v]};"
                   for j, v in enumerate(k.outputs)]

@@ -92,6 +92,43 @@ def _can_raise_fp(k: Kernel) -> bool:
                and v.arg_dtype.kind == "f" for v in walk(values))
 
 
+#: Calibration: at most this many timed rounds (NumPy path, then kernel) after the first
+#: kernel call, and stop once this much time was spent (after at least `_MIN_ROUNDS`).
+_MAX_ROUNDS, _MIN_ROUNDS, _BUDGET_S = 5, 2, 0.05
+
+
+def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], env: dict,
+               first_kernel_s: float) -> bool:
+    """Is the kernel at least as fast as its NumPy path? Best-of-N of each, interleaved.
+
+    The first kernel call pays one-off costs (code pages of the fresh library, libmvec) and
+    the machine may be shared, so one timing of each is not a verdict: rounds of (NumPy,
+    kernel) alternate until `_MIN_ROUNDS` are done and `_BUDGET_S` is spent (or
+    `_MAX_ROUNDS`), and the minima are compared. Extra runs discard their results and do not
+    replay FP flags (the first kernel call already did).
+    """
+    kernel_best, numpy_best, spent = first_kernel_s, float("inf"), first_kernel_s
+    args = [env[n] for n in in_nodes]
+    replay = runner.replay_flags
+    runner.replay_flags = False
+    try:
+        for rnd in range(_MAX_ROUNDS):
+            t0 = time.perf_counter()
+            with np.errstate(all="ignore"):
+                numpy_path(dict(env))
+            t1 = time.perf_counter()
+            runner(args)
+            t2 = time.perf_counter()
+            numpy_best, kernel_best = min(numpy_best, t1 - t0), min(kernel_best, t2 - t1)
+            spent += t2 - t0
+            if rnd + 1 >= _MIN_ROUNDS and spent > _BUDGET_S:
+                break
+    finally:
+        runner.replay_flags = replay
+    runner.calibration = (kernel_best, numpy_best)
+    return kernel_best <= numpy_best
+
+
 def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[dict], None]:
     """Run kernel ``k`` (or, when the kernel declines or is slower, its member nodes with NumPy).
 
@@ -127,10 +164,8 @@ def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[
         if results is None:
             return numpy_path(env)
         if verdict is None:
-            t1 = time.perf_counter()
-            with np.errstate(all="ignore"):
-                numpy_path(dict(env))
-            runner.use_kernel = (t1 - t0) <= (time.perf_counter() - t1)
+            runner.use_kernel = _calibrate(runner, in_nodes, numpy_path, env,
+                                           time.perf_counter() - t0)
         for n, v in zip(outs, results):
             env[n] = v
 

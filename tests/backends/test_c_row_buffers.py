@@ -1,0 +1,104 @@
+"""Performance-motivated code paths of the C backend, checked for correctness.
+
+* Row buffers (`codegen_c.row_buffers`): softmax-like kernels store the summed values in the
+  epilogue output and read them back instead of recomputing ``exp``; results must still equal
+  NumPy (pairwise sums in NumPy's order) for contiguous and strided rows, float32 and float64.
+* Calibration (`_calibrate`): best-of-N interleaved timings decide kernel vs NumPy; the extra
+  runs must not replay floating-point warnings a second time.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+
+import numpy as np
+import pytest
+
+from fx import Graph, GraphModule, Proxy
+from fx.passes.shape_prop import propagate_shapes
+from dynamo.backends.c import compile_graph
+
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+
+
+def build(fn, inputs, **options):
+    g = Graph()
+    proxies = [Proxy(g.placeholder(f"a{i}")) for i in range(len(inputs))]
+    out = fn(*proxies)
+    g.output(tuple(o.node for o in out) if isinstance(out, tuple) else out.node)
+    gm = GraphModule(g)
+    propagate_shapes(gm, inputs)
+    options.setdefault("min_size", 0)
+    options.setdefault("calibrate", False)
+    return gm, compile_graph(gm, inputs, **options)
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("view", ["contiguous", "strided rows", "odd width"])
+def test_softmax_row_buffer_matches_numpy(dtype, view):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((33, 300)) * 5).astype(dtype)
+    x = {"contiguous": x, "strided rows": x[:, ::2], "odd width": x[:, :131]}[view]
+    gm, f = build(softmax, [x])
+    (runner,) = f.runners.values()
+    from dynamo.backends.c.codegen_c import kernel_source as src_of, row_buffers
+
+    assert row_buffers(runner.kernel) == {1: 0}  # the sum's exp lives in the output row
+    src = src_of(runner.kernel)
+    assert "pwb(&row, 0, inner)" in src
+    got, want = f(x), gm.forward(x)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    rtol = 1e-5 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+    np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=rtol * 10)
+
+
+def test_row_buffer_with_sum_also_returned_and_mean():
+    def fn(x):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        s = e.sum(axis=1, keepdims=True)
+        return e / s, s, np.log(e.mean(axis=1, keepdims=True)) + e
+
+    x = np.random.default_rng(4).standard_normal((17, 257))
+    gm, f = build(fn, [x])
+    got, want = f(x), gm.forward(x)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-300)
+
+
+def test_no_row_buffer_when_epilogue_does_not_read_the_value():
+    def layernorm(x):
+        m = x.mean(axis=1, keepdims=True)
+        v = ((x - m) ** 2).mean(axis=1, keepdims=True)
+        return (x - m) / np.sqrt(v + 1e-5)
+
+    x = np.random.default_rng(5).standard_normal((9, 100))
+    gm, f = build(layernorm, [x])
+    from dynamo.backends.c.codegen_c import row_buffers
+
+    (runner,) = f.runners.values()
+    assert row_buffers(runner.kernel) == {}
+    np.testing.assert_allclose(f(x), gm.forward(x), rtol=1e-13)
+
+
+def test_calibration_is_best_of_several_and_warns_once():
+    x = np.linspace(-1.0, 1.0, 50_000)
+    x[7] = 0.0
+    gm, f = build(lambda a: np.log(np.abs(a)) * 2.0, [x], calibrate=True)
+    (runner,) = f.runners.values()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with np.errstate(divide="warn"):
+            got = f(x)
+    assert [w.category for w in caught] == [RuntimeWarning]  # replayed once, not per round
+    kernel_s, numpy_s = runner.calibration
+    assert 0 < kernel_s and 0 < numpy_s
+    assert runner.use_kernel == (kernel_s <= numpy_s)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(got, gm.forward(x), rtol=1e-14)

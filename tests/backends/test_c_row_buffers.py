@@ -102,3 +102,30 @@ def test_calibration_is_best_of_several_and_warns_once():
     assert runner.use_kernel == (kernel_s <= numpy_s)
     with np.errstate(divide="ignore"):
         np.testing.assert_allclose(got, gm.forward(x), rtol=1e-14)
+
+
+def test_fast_max_min_of_loads_keeps_numpy_nan_and_flag_semantics():
+    # Plain-load max/min phases use ordinary compares and restore FE_INVALID afterwards.
+    x = np.random.default_rng(6).standard_normal((40, 300))
+    x[3, 7], x[4, 299], x[6, 100] = np.nan, np.nan, np.inf
+    x[5, :] = -0.0
+    x[5, 9] = 0.0
+    gm, f = build(lambda a: (a.max(axis=1), a.min(axis=1), np.max(a)), [x])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a spurious 'invalid value' warning fails the test
+        with np.errstate(all="warn"):
+            got = f(x)
+    want = gm.forward(x)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert np.array_equal(np.signbit(g), np.signbit(w))
+
+
+def test_max_of_computed_values_still_reports_invalid():
+    x = np.linspace(-1.0, 1.0, 600).reshape(2, 300)
+    gm, f = build(lambda a: np.log(a).max(axis=1), [x])
+    with pytest.warns(RuntimeWarning, match="invalid"):
+        with np.errstate(invalid="warn", divide="ignore"):
+            got = f(x)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got, gm.forward(x))

@@ -581,27 +581,41 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
               f"{ind}    }}"]
     else:
         comb = _combine(red.op, red.acc_dtype)
+        fast = red.op in ("max", "min") and _is_float(red.acc_dtype) and \
+            isinstance(red.value, Load)
+        if fast:
+            # Max/min of plain loads: ordinary (signalling) compares vectorise to 2-3
+            # instructions instead of the integer-key ones; a NaN input would set FE_INVALID,
+            # which NumPy does not report, and loads cannot raise anything else, so the flag
+            # is restored after the phase.
+            sym = ">" if red.op == "max" else "<"
+            comb = lambda a, v: f"((({a} {sym} {v}) | ({a} != {a})) ? {a} : {v})"  # noqa: E731
+            L += [f"{ind}    const int fe_keep = fetestexcept(FE_INVALID);"]
         if red.op in ("max", "min"):
-            # 8 independent lanes (vectorisable; NaN propagation does not depend on order),
-            # combined at the end of the row, then the tail.
+            # 32 independent lanes (several vector registers: the compare/blend chain of one
+            # register is latency-bound), combined at the end of the row, then the tail.
+            # NaN propagation does not depend on the order.
             L += [f"{ind}    int64_t j = 0;",
-                  f"{ind}    if (contig && inner >= 16) {{",
-                  f"{ind}        {acc} m8[8];",
-                  f"{ind}        for (int k = 0; k < 8; k++) m8[k] = {name}vc(&row, k);",
-                  f"{ind}        for (j = 8; j + 8 <= inner; j += 8) {{",
-                  f"{ind}            for (int k = 0; k < 8; k++) {{",
+                  f"{ind}    if (contig && inner >= 64) {{",
+                  f"{ind}        {acc} mv[32];",
+                  f"{ind}        for (int k = 0; k < 32; k++) mv[k] = {name}vc(&row, k);",
+                  f"{ind}        for (j = 32; j + 32 <= inner; j += 32) {{",
+                  f"{ind}            #pragma omp simd",
+                  f"{ind}            for (int k = 0; k < 32; k++) {{",
                   f"{ind}                const {acc} v = {name}vc(&row, j + k);",
-                  f"{ind}                m8[k] = {comb('m8[k]', 'v')};",
+                  f"{ind}                mv[k] = {comb('mv[k]', 'v')};",
                   f"{ind}            }}",
                   f"{ind}        }}",
-                  f"{ind}        for (int k = 0; k < 8; k++) {{",
-                  f"{ind}            acc = first ? m8[k] : {comb('acc', 'm8[k]')}; first = 0;",
+                  f"{ind}        for (int k = 0; k < 32; k++) {{",
+                  f"{ind}            acc = first ? mv[k] : {comb('acc', 'mv[k]')}; first = 0;",
                   f"{ind}        }}",
                   f"{ind}    }}",
                   f"{ind}    for (; j < inner; j++) {{",
                   f"{ind}        const {acc} v = contig ? {name}vc(&row, j) : {name}vs(&row, j);",
                   f"{ind}        acc = first ? v : {comb('acc', 'v')}; first = 0;",
                   f"{ind}    }}"]
+            if fast:
+                L += [f"{ind}    if (!fe_keep) feclearexcept(FE_INVALID);"]
         else:
             L += [f"{ind}    if (contig) {{",
                   f"{ind}        for (int64_t j = 0; j < inner; j++) "

@@ -29,7 +29,7 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.op_rules import (  # noqa: F401  (importing registers the rules)
-    creation, elementwise, indexing, linalg, reductions, reorder, shape_ops,
+    creation, elementwise, indexing, linalg, numpy_linalg, reductions, reorder, shape_ops,
 )
 from fx.op_rules._core import FUNCTION_RULES, REJECTED, Call, Result, RuleError, register
 from fx.op_rules.elementwise import ufunc_rule

@@ -166,3 +166,20 @@ def ufunc_methods(x):
 
 def test_ufunc_methods(check):
     check(ufunc_methods, np.arange(6.0).reshape(2, 3))
+
+
+def least_squares_step(a, b):
+    x = np.linalg.solve(a.T @ a + 1e-3 * np.eye(a.shape[1]), a.T @ b)
+    return x, np.linalg.norm(a @ x - b), np.linalg.det(a.T @ a)
+
+
+def test_linear_algebra_is_captured(check):
+    rng = np.random.default_rng(3)
+    check(least_squares_step, rng.standard_normal((6, 3)), rng.standard_normal(6))
+
+
+def test_singular_matrix_raises_like_numpy_from_the_graph():
+    cf = dynamo.compile(lambda a: np.linalg.inv(a) * 2)
+    cf(np.eye(2))  # compiled
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        cf(np.zeros((2, 2)))

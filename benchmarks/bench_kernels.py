@@ -14,7 +14,7 @@ are checked against NumPy (``MISMATCH`` in the table if they differ).
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_kernels.py            # full table
     PYTHONPATH=. .venv/bin/python benchmarks/bench_kernels.py --quick    # smoke test
-    options: --threads N, --kernels chain10,softmax, --repeats R
+    options: --threads N, --kernels chain10,softmax, --repeats R, --sweep (sizes 1..1M)
 """
 
 from __future__ import annotations
@@ -334,12 +334,42 @@ def measure_row(kernel, dtype, n, impls, compiled, args, bandwidth_gbs, footnote
     return row + [first_call, percent, warm_ms, warm_percent]
 
 
+SWEEP_SIZES = (1, 100, 4096, 16384, 65536, 262144, 1 << 20)
+
+
+def sweep(args) -> str:
+    """"No kernel slower than NumPy at any size": C / NumPy / eager at sizes 1..1M per kernel
+    and dtype (a fresh compiled copy per size: guards specialise on shapes), worst first."""
+    rows = []
+    wanted = set(args.kernels.split(",")) if args.kernels else None
+    import dynamo
+
+    for kernel in KERNELS:
+        if wanted is not None and kernel.name not in wanted:
+            continue
+        for dtype in ("float64", "float32"):
+            for n in SWEEP_SIZES:
+                inputs = kernel.inputs(np.dtype(dtype), n)
+                c = dynamo.compile(fresh_copy(kernel.fn), backend="c")
+                e = dynamo.compile(fresh_copy(kernel.fn), backend="eager")
+                c(*inputs), e(*inputs)
+                times = [best_time(f, inputs, 200, 0.3) for f in (kernel.fn, c, e)]
+                rows.append((times[0] / times[1], kernel.name, dtype, n, *times))
+    rows.sort()
+    lines = ["| kernel | dtype | size | NumPy us | C us | eager us | C x |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {name} | {dt} | {n} | {tn * 1e6:.1f} | {tc * 1e6:.1f} | {te * 1e6:.1f} | {x:.2f} |"
+              for x, name, dt, n, tn, tc, te in rows]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     parser.add_argument("--threads", type=int, default=1, help="threads for C kernels and BLAS")
     parser.add_argument("--kernels", default="", help="comma-separated subset, e.g. chain10")
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per cell (best)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="C vs NumPy vs eager at sizes 1..1M, worst ratio first")
     args = parser.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 10)
     args.budget = 0.2 if args.quick else 2.0  # seconds per cell before stopping early
@@ -350,7 +380,7 @@ def main(argv: list[str] | None = None) -> None:
     global np
     import numpy as np  # noqa: F811 - deliberately late, see above
 
-    print(run(args))
+    print(sweep(args) if args.sweep else run(args))
 
 
 np: Any = None

@@ -152,6 +152,16 @@ _BINARY = {
 }
 _UNARY = {operator.neg: "-", operator.pos: "+", operator.invert: "~", operator.not_: "not "}
 
+# Python's operator precedence (higher binds tighter), for nesting inlined expressions with only
+# the parentheses they need. Comparisons are non-associative here: ``(a < b) < c`` keeps its
+# parentheses, since ``a < b < c`` means something else.
+_PRECEDENCE = {
+    "**": 16, "unary": 15, "*": 14, "@": 14, "/": 14, "//": 14, "%": 14, "+": 13, "-": 13,
+    "<<": 12, ">>": 12, "&": 11, "^": 10, "|": 9,
+    "<": 8, "<=": 8, "==": 8, "!=": 8, ">": 8, ">=": 8, "not ": 7,
+}
+_ATOM = 100
+
 # NumPy scalar types whose value survives `type(python_value)` exactly.
 _EXACT_SCALARS = (np.bool_, np.integer, np.float16, np.float32, np.float64, np.complex64,
                   np.complex128)
@@ -172,6 +182,7 @@ class _Writer:
         self.globals: dict[str, Any] = {"numpy": np, "operator": operator}
         self.by_id: dict[int, str] = {}
         self.attr_globals: dict[str, str] = {}
+        self.inline = _inlined_nodes(graph)
 
     # -- values ----------------------------------------------------------------------------------
 
@@ -188,7 +199,7 @@ class _Writer:
         """Python expression for ``v`` (constants round-trip exactly or become globals)."""
         kind = type(v)
         if isinstance(v, Node):
-            return v.name
+            return self.expression(v) if v in self.inline else v.name
         if v is None or v is Ellipsis or kind in (bool, int, str, bytes):
             return "..." if v is Ellipsis else repr(v)
         if kind is float:
@@ -248,6 +259,29 @@ class _Writer:
         call = _DOTTED_CALL.match(text)
         return text if call and _balanced(call.group(1)) else f"({text})"
 
+    def precedence(self, node: Node) -> int:
+        """How tightly the expression an inlined node renders to binds."""
+        if not node.kwargs and len(node.args) == 2 and node.op == "call_function" and node.target in _BINARY:
+            return _PRECEDENCE[_BINARY[node.target]]
+        if not node.kwargs and len(node.args) == 1 and node.op == "call_function" and node.target in _UNARY:
+            return _PRECEDENCE["unary" if node.target is not operator.not_ else "not "]
+        return _ATOM
+
+    def nested(self, v: Any, parent: str, side: str) -> str:
+        """Operand `v` of operator `parent`, parenthesized only where precedence needs it."""
+        if not (isinstance(v, Node) and v in self.inline):
+            return self.operand(v)
+        child, mine = self.precedence(v), _PRECEDENCE[parent]
+        text = self.expression(v)
+        if child == _ATOM:
+            return self.operand(v)
+        right_assoc = parent == "**"
+        needs = child < mine or (child == mine and (
+            mine == 8 or (side == "right") != right_assoc))
+        if parent == "**" and side == "left" and child == _PRECEDENCE["unary"]:
+            needs = True  # (-x) ** 2, not -(x ** 2)
+        return f"({text})" if needs else text
+
     def index(self, idx: Any) -> str:
         """Subscript text: slices as ``a:b:c``, Ellipsis as ``...``, tuples without parens."""
         if type(idx) is tuple and idx:
@@ -281,9 +315,10 @@ class _Writer:
             return f"{self.operand(args[0], True)}.{target}({self.call_args(args[1:], kwargs)})"
         simple = not kwargs
         if simple and len(args) == 2 and target in _BINARY:
-            return f"{self.operand(args[0])} {_BINARY[target]} {self.operand(args[1])}"
+            sym = _BINARY[target]
+            return f"{self.nested(args[0], sym, 'left')} {sym} {self.nested(args[1], sym, 'right')}"
         if simple and len(args) == 1 and target in _UNARY:
-            return f"{_UNARY[target]}{self.operand(args[0])}"
+            return f"{_UNARY[target]}{self.nested(args[0], 'unary' if target is not operator.not_ else 'not ', 'right')}"
         if simple and len(args) == 2 and target is operator.getitem:
             return f"{self.operand(args[0])}[{self.index(args[1])}]"
         if (simple and len(args) == 2 and target is builtins.getattr
@@ -311,7 +346,7 @@ class _Writer:
         body: list[str] = []
         previous_comment = ""
         for node in self.graph.nodes:
-            if node.op == "placeholder":
+            if node.op == "placeholder" or node in self.inline:
                 continue
             lines = self.statements(node)
             # The user's source line heads the statements made from it (shown once, not per node).
@@ -323,6 +358,48 @@ class _Writer:
         if not any(line.lstrip().startswith("return ") for line in body):
             body.append("    return None")
         return f"def {fn_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
+
+
+def _uses(value: Any, node: Node) -> int:
+    """How many times `node` appears in an argument structure."""
+    if value is node:
+        return 1
+    if isinstance(value, (tuple, list)):
+        return sum(_uses(v, node) for v in value)
+    if isinstance(value, dict):
+        return sum(_uses(v, node) for v in value.values())
+    if isinstance(value, slice):
+        return sum(_uses(v, node) for v in (value.start, value.stop, value.step))
+    return 0
+
+
+def _inlined_nodes(graph: Graph) -> set[Node]:
+    """Nodes written inside their one user's expression instead of as a named statement.
+
+    A pure call used exactly once, by a call made from the same user source line, with no impure
+    node in between, is nested as the user wrote it (``add = numpy.sin(x) * y + 1``). Besides
+    reading like the source, this keeps NumPy's temporary elision: an unnamed temporary has one
+    reference, so NumPy may reuse its memory for the next operation, exactly as in the original
+    code. Temporaries the user named stay named. Graphs without source lines are not changed.
+    """
+    calls = ("call_function", "call_method")
+    inline: set[Node] = set()
+    for node in graph.nodes:
+        if node.op not in calls or node.is_impure() or len(node.users) != 1:
+            continue
+        (user,) = node.users
+        stack = node.meta.get("stack")
+        if user.op not in calls or not stack or user.meta.get("stack") != stack:
+            continue
+        if _uses(user.args, node) + _uses(user.kwargs, node) != 1:
+            continue
+        between, ok = node.next, True
+        while between is not user and ok:
+            ok = not between.is_impure()
+            between = between.next
+        if ok:
+            inline.add(node)
+    return inline
 
 
 def _balanced(text: str) -> bool:

@@ -29,6 +29,7 @@ class ExplainOutput:
     guards: list[str] = field(default_factory=list)
     compile_times: list[float] = field(default_factory=list)
     recompile_reasons: list[str] = field(default_factory=list)
+    fusion_reports: list = field(default_factory=list)  # C backend: one per graph
     result: Any = None
 
     def __str__(self) -> str:
@@ -46,6 +47,9 @@ class ExplainOutput:
         if self.guards:
             lines.append("\nGuards:")
             lines.extend(f"  {guard}" for guard in self.guards)
+        for i, report in enumerate(self.fusion_reports):
+            lines.append(f"\nFusion report, graph {i}:")
+            lines.extend("    " + line for line in str(report).splitlines())
         return "\n".join(lines)
 
 
@@ -54,7 +58,9 @@ def _ops(gm) -> list[str]:
 
 
 def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput]:
-    """``dynamo.explain(f)(*args, **kwargs)``: compile `f` from scratch, run it, report."""
+    """``dynamo.explain(f)(*args, **kwargs)``: compile `f` from scratch, run it, report.
+
+    With ``backend="c"`` the report includes the C backend's fusion report for each graph."""
     from .eval_frame import optimize
 
     if not callable(fn):
@@ -76,6 +82,8 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
                 out.graphs.append(gm)
                 out.ops_per_graph.append(_ops(gm))
                 out.guards.extend(rec.compiled.check_fn.guards)
+                if "fusion_report" in gm.meta:
+                    out.fusion_reports.append(gm.meta["fusion_report"])
                 out.compile_times.append(rec.seconds)
             elif rec.reason is not None:
                 out.break_reasons.append(f"{rec.code.co_qualname}: {rec.reason}")

@@ -416,3 +416,15 @@ def test_each_backend_keeps_its_own_versions():
     assert len(_C.get_cache_entries(f.__code__)) == 2
     assert_same(dynamo.run(f)(x), np.exp(x) + 1)  # run-only: any backend's version
     assert len(first.graphs) == 1 and len(second.graphs) == 1
+
+
+def test_explain_shows_the_fusion_report_of_the_c_backend():
+    def f(x, y):
+        return np.sum(np.sqrt(x * x + y * y))
+
+    x = np.random.default_rng(0).standard_normal(100_000)
+    out = dynamo.explain(f, backend="c")(x, x)
+    assert out.graph_count == 1 and len(out.fusion_reports) == 1
+    text = str(out)
+    assert "Fusion report, graph 0" in text and "kernel" in text.lower()
+    np.testing.assert_allclose(out.result, f(x, x), rtol=1e-12)

@@ -16,7 +16,7 @@ if sys.version_info[:2] != (3, 11):
     )
 
 try:
-    from . import _C
+    from . import _C  # noqa: F401  (fail early with a clear message if the extension is missing)
 except ImportError as exc:  # pragma: no cover - only on a broken install
     raise ImportError(
         "npdynamo's C extension dynamo._C is not built; install with `pip install .` "

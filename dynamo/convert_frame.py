@@ -25,7 +25,6 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _C, config
-from .codegen import argument_names
 from .exc import BackendError, FullGraphError, InternalError, Unsupported
 from .logs import get_logger
 from .symbolic_convert import CompiledFrame, trace_frame

@@ -25,7 +25,7 @@ from .guards import Guard
 from .source import Source
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable
-from .variables.containers import DictVariable, ListVariable, TupleVariable, _Sequence
+from .variables.containers import DictVariable, TupleVariable, _Sequence
 from .variables.ndarray import NDArrayVariable
 
 if TYPE_CHECKING:
@@ -163,7 +163,7 @@ class OutputGraph:
         single_output = single_output and len(outputs) == 1
         self.graph.output(outputs[0] if single_output else tuple(outputs))
         self.graph.eliminate_dead_code()
-        for source, node, _ in list(self.inputs):
+        for _, node, _ in list(self.inputs):
             if not node.users:
                 self.graph.erase_node(node)
                 self.inputs = [entry for entry in self.inputs if entry[1] is not node]

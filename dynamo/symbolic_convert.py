@@ -35,7 +35,6 @@ from .variables import (
     ListVariable,
     NDArrayVariable,
     NullVariable,
-    PythonModuleVariable,
     TupleVariable,
     VariableBuilder,
     VariableTracker,

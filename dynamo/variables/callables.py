@@ -6,7 +6,6 @@ Python constants and that are known to be pure run at trace time.
 
 from __future__ import annotations
 
-import builtins
 import math
 import operator
 from types import ModuleType

@@ -9,7 +9,6 @@ builds are in-process cache hits.
 from __future__ import annotations
 
 import logging
-import operator
 import shutil
 
 import numpy as np

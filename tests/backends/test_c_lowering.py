@@ -7,12 +7,11 @@ quiet comparisons, pairwise sums, simd loops, libmvec declarations).
 
 from __future__ import annotations
 
-import operator
 
 import numpy as np
 import pytest
 
-from fx import Graph, GraphModule, Proxy
+from fx import Graph, Proxy
 from fx.passes.shape_prop import propagate_shapes
 from dynamo.backends.c.codegen_c import module_source
 from dynamo.backends.c.fusion import plan_fusion

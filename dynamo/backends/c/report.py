@@ -9,7 +9,6 @@ whether the kernel is used at all). Out: a `FusionReport` whose ``str()`` is a r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from .codegen_c import kernel_source
 from .fusion import FusionPlan

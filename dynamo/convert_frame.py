@@ -108,7 +108,7 @@ class ConvertFrame:
 
     backend: Callable
     fullgraph: bool = False
-    warned: set = field(default_factory=set)
+    warned: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         code = frame.f_code

@@ -101,10 +101,7 @@ class OutputGraph:
             return vt.kind(self.to_arg(item, as_meta) for item in vt.items)
         if isinstance(vt, DictVariable):
             return {k: self.to_arg(v, as_meta) for k, v in vt.items.items()}
-        value = vt.as_python_constant()
-        if isinstance(value, slice):
-            return value
-        return value
+        return vt.as_python_constant()
 
     def _record(self, tx: "InstructionTranslator", op: str, target: Any, args: list, kwargs: dict,
                 infer: Callable[[], Any]) -> VariableTracker:

@@ -215,8 +215,19 @@ class InstructionTranslator:
     LOAD_FAST_CHECK = LOAD_FAST
 
     def STORE_FAST(self, inst: Instr) -> None:
-        self.locals[inst.arg] = self.pop()
+        value = self.pop()
+        self.locals[inst.arg] = value
         self.deleted.discard(inst.arg)
+        self.name_graph_value(value, inst.arg)
+
+    def name_graph_value(self, value: VariableTracker, name: str) -> None:
+        """The first local a computed array is stored in names its node (``var = ...`` gives
+        ``var`` in the graph code, not ``mean_1``)."""
+        if isinstance(value, NDArrayVariable) and value.node.op != "placeholder" and (
+            not value.node.meta.get("named") and not name.startswith(".")
+        ):
+            self.output.graph.rename_node(value.node, name)
+            value.node.meta["named"] = True
 
     def DELETE_FAST(self, inst: Instr) -> None:
         self.locals.pop(inst.arg, None)
@@ -267,7 +278,9 @@ class InstructionTranslator:
     def STORE_DEREF(self, inst: Instr) -> None:
         if isinstance(inst.arg, FreeVar):
             raise Unsupported(f"assigning the nonlocal variable {inst.arg.name!r} (a side effect on a closure cell)")
-        self.locals[inst.arg.name] = self.pop()
+        value = self.pop()
+        self.locals[inst.arg.name] = value
+        self.name_graph_value(value, inst.arg.name)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
         self.push(CellVariable(self, inst.arg.name))

@@ -108,6 +108,15 @@ class Graph:
         self._len += 1
         return node
 
+    def rename_node(self, node: Node, wish: str) -> str:
+        """Give `node` a new unique identifier derived from `wish` (e.g. the user's variable
+        name); returns the name it got. Generated code changes at the next recompile."""
+        if node.graph is not self:
+            raise GraphError(f"rename_node: {node.name} belongs to another graph")
+        if node.name != wish:  # its current name is already taken by itself
+            node.name = self._namespace.create_name(wish)
+        return node.name
+
     def _check_inputs_belong(self, args: Any, kwargs: Any) -> None:
         def check(n: Node) -> Node:
             if n.graph is not self:

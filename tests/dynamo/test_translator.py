@@ -183,3 +183,17 @@ def test_singular_matrix_raises_like_numpy_from_the_graph():
     cf(np.eye(2))  # compiled
     with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
         cf(np.zeros((2, 2)))
+
+
+def normalize(x):
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    return (x - mean) / np.sqrt(var + 1e-5)
+
+
+def test_graph_code_reads_like_the_source(check):
+    check(normalize, np.arange(6.0).reshape(2, 3))
+    code = dynamo.cache_entries(normalize)[0].graph_code
+    assert "    mean = x.mean(axis=-1, keepdims=True)\n" in code
+    assert "    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)\n" in code
+    assert "(x - mean) / numpy.sqrt(var + 1e-05)" in code

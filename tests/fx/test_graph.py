@@ -277,3 +277,16 @@ def test_proxy_builds_nodes():
         bool(x > 0)
     g.output(y.node)
     g.lint()
+
+
+def test_rename_node_keeps_names_unique():
+    g = Graph()
+    x = g.placeholder("x")
+    a = g.call_function(np.sin, (x,))
+    b = g.call_function(np.cos, (x,))
+    assert g.rename_node(a, "var") == "var"
+    assert g.rename_node(b, "var") == "var_1"  # taken: a unique variant
+    assert g.rename_node(a, "var") == "var"  # its own name: unchanged
+    assert g.rename_node(b, "x") != "x"  # never shadows a placeholder
+    g.output((a, b))
+    g.lint()

@@ -38,8 +38,17 @@ def banner(title: str) -> None:
     print(f"\n{'=' * 78}\n{title}\n{'=' * 78}")
 
 
-def timed(fn, *args, number: int = 20) -> float:
-    return min(timeit.repeat(lambda: fn(*args), number=number, repeat=5)) / number
+def timed(fns, *args, number: int = 10, rounds: int = 5) -> list[float]:
+    """Best time per call of each function, measured in interleaved rounds after a warm-up, so
+    no variant is favoured by running later (glibc's malloc starts reusing freed big blocks
+    instead of fresh, page-faulting memory after the first frees)."""
+    for fn in fns:
+        fn(*args)
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            best[i] = min(best[i], timeit.timeit(lambda: fn(*args), number=number) / number)
+    return best
 
 
 def main() -> None:
@@ -86,13 +95,12 @@ def main() -> None:
             ("layer_norm", layer_norm, (big, rng.standard_normal(1024), rng.standard_normal(1024))),
             ("softmax_rows", softmax_rows, (small,)),
         ):
-            base = timed(fn, *args)
+            compiled = [dynamo.compile(fn, backend=backend) for backend in backends]
+            for cf in compiled:
+                np.testing.assert_allclose(cf(*args), fn(*args), rtol=1e-12, atol=1e-12)
+            base, *times = timed([fn, *compiled], *args)
             row = f"{name:<14}{str(args[0].shape):<14}{base * 1e6:>10.1f}us"
-            for backend in backends:
-                cf = dynamo.compile(fn, backend=backend)
-                got = cf(*args)
-                np.testing.assert_allclose(got, fn(*args), rtol=1e-12, atol=1e-12)
-                t = timed(cf, *args)
+            for t in times:
                 row += f"{t * 1e6:>10.1f}us {base / t:4.2f}x"
             print(row)
     print("\nRatios > 1 are faster than NumPy. See benchmarks/ for the full runners.")

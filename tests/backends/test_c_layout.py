@@ -16,10 +16,8 @@ import numpy as np
 import pytest
 
 import dynamo
-from fx import Graph, GraphModule, Proxy
-from fx.passes.shape_prop import propagate_shapes
-from dynamo.backends.c import compile_graph
 from dynamo.backends.c.kernel import output_order
+from support.c_graphs import build
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -27,15 +25,7 @@ RNG = np.random.default_rng(7)
 
 
 def compiled_and_eager(fn, inputs, **options):
-    g = Graph()
-    proxies = [Proxy(g.placeholder(f"a{i}")) for i in range(len(inputs))]
-    out = fn(*proxies)
-    g.output(tuple(o.node for o in out) if isinstance(out, tuple) else out.node)
-    gm = GraphModule(g)
-    propagate_shapes(gm, inputs)
-    options.setdefault("min_size", 0)
-    options.setdefault("calibrate", False)
-    compiled = compile_graph(gm, inputs, **options)
+    gm, compiled = build(fn, inputs, **options)
     return compiled(*inputs), gm.forward(*inputs), compiled
 
 

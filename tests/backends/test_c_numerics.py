@@ -16,9 +16,7 @@ import warnings
 import numpy as np
 import pytest
 
-from fx import Graph, GraphModule, Proxy
-from fx.passes.shape_prop import propagate_shapes
-from dynamo.backends.c import compile_graph
+from support.c_graphs import build
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -27,17 +25,6 @@ FLOATS = ["float32", "float64"]
 ALL = ["bool"] + INTS + FLOATS
 
 
-def build(fn, inputs, **options):
-    """(eager GraphModule, compiled callable) for ``fn`` traced over ``inputs``."""
-    g = Graph()
-    proxies = [Proxy(g.placeholder(f"a{i}")) for i in range(len(inputs))]
-    out = fn(*proxies)
-    g.output(tuple(o.node for o in out) if isinstance(out, (tuple, list)) else out.node)
-    gm = GraphModule(g)
-    propagate_shapes(gm, inputs)
-    options.setdefault("min_size", 0)
-    options.setdefault("calibrate", False)
-    return gm, compile_graph(gm, inputs, **options)
 
 
 def assert_same(got, want, ulp=0, rtol=0.0):

@@ -15,23 +15,11 @@ import warnings
 import numpy as np
 import pytest
 
-from fx import Graph, GraphModule, Proxy
-from fx.passes.shape_prop import propagate_shapes
-from dynamo.backends.c import compile_graph
+from support.c_graphs import build
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
 
-def build(fn, inputs, **options):
-    g = Graph()
-    proxies = [Proxy(g.placeholder(f"a{i}")) for i in range(len(inputs))]
-    out = fn(*proxies)
-    g.output(tuple(o.node for o in out) if isinstance(out, tuple) else out.node)
-    gm = GraphModule(g)
-    propagate_shapes(gm, inputs)
-    options.setdefault("min_size", 0)
-    options.setdefault("calibrate", False)
-    return gm, compile_graph(gm, inputs, **options)
 
 
 def softmax(x):

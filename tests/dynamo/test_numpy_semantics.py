@@ -15,22 +15,11 @@ import numpy as np
 import pytest
 
 import dynamo
+from support.arrays import data
 
 xfail = pytest.mark.xfail
 
 
-def data(dtype, shape=(3, 4), positive=False):
-    n = int(np.prod(shape))
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return (np.arange(n) % 3 == 0).reshape(shape)
-    if dtype.kind == "u" or positive:
-        values = np.arange(1, n + 1) % 7 + 1
-    elif dtype.kind == "i":
-        values = np.arange(n) % 9 - 4
-    else:
-        values = np.linspace(-2.5, 3.25, n)
-    return values.astype(dtype).reshape(shape)
 
 
 # The oracle can fail -----------------------------------------------------------------------

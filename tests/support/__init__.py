@@ -1,0 +1,1 @@
+"""Helpers shared by several test files (on pytest's ``pythonpath``: ``from support.x import y``)."""

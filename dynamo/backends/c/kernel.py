@@ -179,6 +179,21 @@ class _Runner:
             arrays.append(arr)
         return arrays
 
+    def _arrays_and_plan(self, inputs: list[Any]) -> tuple[list[np.ndarray], Any] | None:
+        """The input arrays and the cached plan for their (shapes, strides), made on first
+        sight; None when this kernel cannot run these inputs (the NumPy path runs instead)."""
+        arrays = self._arrays(inputs)
+        if arrays is None:
+            return None
+        key = tuple((a.shape, a.strides) for a in arrays)
+        plan = self.plans.get(key, False)
+        if plan is False:
+            plan = self.plans[key] = self._plan(arrays)
+        return None if plan is False else (arrays, plan)
+
+    def _plan(self, arrays: list[np.ndarray]) -> Any:
+        raise NotImplementedError
+
     def _pointer(self, arr: np.ndarray) -> Any:
         # from_buffer is the cheap way to an address, but only for a C-contiguous buffer
         # (whose start is the data pointer); other views go through ctypes.
@@ -232,16 +247,10 @@ class PointwiseRunner(_Runner):
 
     def __call__(self, inputs: list[Any]) -> list[Any] | None:
         k = self.kernel
-        arrays = self._arrays(inputs)
-        if arrays is None:
+        found = self._arrays_and_plan(inputs)
+        if found is None:
             return None
-        key = tuple((a.shape, a.strides) for a in arrays)
-        plan = self.plans.get(key, False)
-        if plan is False:
-            plan = self.plans[key] = self._plan(arrays)
-            if plan is False:
-                return None
-        block, perm = plan
+        arrays, (block, perm) = found
         if perm is None:
             outs = [np.empty(k.shape, v.dtype) for v in k.outputs]
             if block is not None:
@@ -299,15 +308,10 @@ class ReductionRunner(_Runner):
         return self._block(values) if nout else None
 
     def __call__(self, inputs: list[Any]) -> list[Any] | None:
-        arrays = self._arrays(inputs)
-        if arrays is None:
+        found = self._arrays_and_plan(inputs)
+        if found is None:
             return None
-        key = tuple((a.shape, a.strides) for a in arrays)
-        block = self.plans.get(key, False)
-        if block is False:
-            block = self.plans[key] = self._plan(arrays)
-            if block is False:
-                return None
+        arrays, block = found
         red_outs = [np.empty(self.out_shape, dt) for dt, _, _ in self.red_out]
         epi_outs = [np.empty(self.kernel.shape, dt) for dt, _ in self.epi_out]
         if block is not None:

@@ -104,6 +104,18 @@ def child(cache_dir: Path, src: Path, cdef: Path) -> dict:
     return json.loads(out.stdout)
 
 
+def print_table(what: str, import_what: str, runs: dict, key: str) -> None:
+    """One Markdown table: per case, median/min of `key` (ms), median import time, cache hit."""
+    print(f"| case | {what} median ms | min ms | {import_what} ms | from_cache |")
+    print("|---|---|---|---|---|")
+    for case, results in runs.items():
+        times = [r[key] * 1e3 for r in results]
+        imports = statistics.median(r["module_import"] * 1e3 for r in results)
+        cached = {r["from_cache"] for r in results}
+        print(f"| {case} | {statistics.median(times):.1f} | {min(times):.1f} | {imports:.1f} | "
+              f"{'/'.join(map(str, sorted(cached)))} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -131,23 +143,9 @@ def main() -> None:
                 out = subprocess.run([sys.executable, "-c", GRAPH_CHILD, scale], env=env,
                                      capture_output=True, text=True, check=True)
                 graph_runs[case].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    print("| case | compile_graph median ms | min ms | backend import ms | from_cache |")
-    print("|---|---|---|---|---|")
-    for case, results in graph_runs.items():
-        comp = [r["compile"] * 1e3 for r in results]
-        imports = statistics.median(r["module_import"] * 1e3 for r in results)
-        cached = {r["from_cache"] for r in results}
-        print(f"| {case} | {statistics.median(comp):.1f} | {min(comp):.1f} | {imports:.1f} | "
-              f"{'/'.join(map(str, sorted(cached)))} |")
+    print_table("compile_graph", "backend import", graph_runs, "compile")
     print()
-    print("| case | build_library median ms | min ms | module import ms | from_cache |")
-    print("|---|---|---|---|---|")
-    for case, results in runs.items():
-        builds = [r["build"] * 1e3 for r in results]
-        imports = statistics.median(r["module_import"] * 1e3 for r in results)
-        cached = {r["from_cache"] for r in results}
-        print(f"| {case} | {statistics.median(builds):.1f} | {min(builds):.1f} | "
-              f"{imports:.1f} | {'/'.join(map(str, sorted(cached)))} |")
+    print_table("build_library", "module import", runs, "build")
 
 
 if __name__ == "__main__":

@@ -264,23 +264,6 @@ def _const(c: Const) -> str:
     return f"(({t}){int(c.value)})"
 
 
-def _walk_until(values: list[Value], stop: dict) -> list[Value]:
-    """`walk`, but values in ``stop`` are leaves (their operands are not visited)."""
-    seen: dict[Value, None] = {}
-
-    def visit(v: Value) -> None:
-        if v in seen:
-            return
-        if isinstance(v, Op) and v not in stop:
-            for a in v.args:
-                visit(a)
-        seen[v] = None
-
-    for v in values:
-        visit(v)
-    return list(seen)
-
-
 def _body(values: list[Value], load: Callable[[Load], str], indent: str,
           rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}",
           preset: dict | None = None) -> tuple[list[str], dict]:
@@ -290,7 +273,7 @@ def _body(values: list[Value], load: Callable[[Load], str], indent: str,
     lines: list[str] = []
     names: dict[Value, str] = {}
     preset = preset or {}
-    for i, v in enumerate(_walk_until(values, preset)):
+    for i, v in enumerate(walk(values, preset)):
         if v in preset:
             expr = preset[v]
         elif isinstance(v, Load):

@@ -12,7 +12,7 @@ kernel body is a DAG in which every distinct expression is computed once (CSE in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Container, Union
 
 import numpy as np
 
@@ -79,14 +79,15 @@ class RowRef:
 Value = Union[Load, Const, Op, RowRef]
 
 
-def walk(values: list[Value]) -> list[Value]:
-    """Every distinct sub-expression of ``values``, operands before their users."""
+def walk(values: list[Value], stop: Container[Value] = ()) -> list[Value]:
+    """Every distinct sub-expression of ``values``, operands before their users; values in
+    ``stop`` are leaves (their operands are not visited)."""
     seen: dict[Value, None] = {}
 
     def visit(v: Value) -> None:
         if v in seen:
             return
-        if isinstance(v, Op):
+        if isinstance(v, Op) and v not in stop:
             for a in v.args:
                 visit(a)
         seen[v] = None

@@ -38,7 +38,7 @@ class NDArrayVariable(VariableTracker):
         self.source = source
 
     def describe(self) -> str:
-        return f"{'NumPy scalar' if self.meta.is_scalar else 'ndarray'} {self.meta}"
+        return f"NumPy {self.meta}" if self.meta.is_scalar else f"ndarray {self.meta}"
 
     def python_type(self) -> type:
         return self.meta.dtype.type if self.meta.is_scalar else np.ndarray
@@ -49,7 +49,9 @@ class NDArrayVariable(VariableTracker):
             if kind == "call_method":
                 return tx.output.call_method(tx, target, self, [], {})
             return tx.output.call_function(tx, target, [self], {})
-        if op_rules.is_supported_method(name):
+        if op_rules.is_supported_method(name) or callable(getattr(np.ndarray, name, None)):
+            # Methods go through infer_method when called, which says why one is not
+            # supported (x.item() needs the data, ...).
             from .callables import MethodVariable
 
             return MethodVariable(self, name)

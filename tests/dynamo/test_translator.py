@@ -197,3 +197,12 @@ def test_graph_code_reads_like_the_source(check):
     assert "    mean = x.mean(axis=-1, keepdims=True)\n" in code
     assert "    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)\n" in code
     assert "(x - mean) / numpy.sqrt(var + 1e-05)" in code
+
+
+def reads_item(x):
+    return x.sum().item() + 1
+
+
+def test_methods_that_need_data_say_why():
+    (reason,) = dynamo.explain(reads_item)(np.ones(3)).break_reasons
+    assert "ndarray.item()" in reason and "depends on the data" in reason

@@ -201,9 +201,8 @@ def test_cache_entry_freed_when_function_deleted():
     import gc
     import weakref
 
-    namespace = {"np": np}
-    exec(compile("def temp(x):\n    return np.exp(x) * 2\n", "<temp-src>", "exec"), namespace)
-    # "<temp-src>" would be skipped as generated code; give it a real-looking file name instead.
+    # A function whose code object only this test holds (a def here would live on in this
+    # module's constants); a "<...>" file name would be skipped as generated code.
     src = "def temp(x):\n    return np.exp(x) * 2\n"
     namespace = {"np": np}
     exec(compile(src, "user_temp_module.py", "exec"), namespace)

@@ -28,10 +28,37 @@ def softmax_rows(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
+def scale(v, factor=2.0):
+    return np.tanh(v) * factor
+
+
 def noisy_step(x):
-    y = np.tanh(x) * 2.0
-    print(f"  (noisy_step prints, so it runs in plain Python: mean={float(y.mean()):.3f})")
-    return y + 1
+    y = scale(x)  # a helper: inlined into this graph
+    print(f"  (noisy_step prints: the graph breaks here; mean={float(y.mean()):.3f})")
+    return y + 1  # ...and capture resumes in a generated resume function
+
+
+def branchy(x, y):
+    if x.sum() > y.sum():  # a branch on array data: one graph per branch
+        loss = np.cos(np.cos(x))
+    else:
+        loss = np.cos(np.cos(y))
+    return loss
+
+
+def _all_graphs(fn) -> list:
+    """Graphs cached for `fn` and for the resume functions its compiled code calls."""
+    graphs, codes, seen = [], [fn.__code__], set()
+    while codes:
+        code = codes.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        for entry in dynamo.cache_entries(code):
+            if entry.graph_code:
+                graphs.append(entry.graph_code)
+            codes += [c for c in entry.code.co_consts if hasattr(c, "co_code")]
+    return graphs
 
 
 def banner(title: str) -> None:
@@ -74,9 +101,15 @@ def main() -> None:
     dynamo.set_logs()
     print(f"compiled versions of layer_norm now cached: {len(dynamo.cache_entries(layer_norm))}")
 
-    banner("3. What could not be captured, and why: dynamo.explain")
+    banner("3. Graph breaks: what could not be captured, why, and what was captured around it")
     out = dynamo.explain(noisy_step)(x[:2, :4])
     print(out)
+    print("\nA data-dependent branch: the condition is one graph, each branch another.")
+    a, b = x[:2, :4], -x[:2, :4]
+    compiled_branchy = dynamo.compile(branchy)
+    for args in ((a, b), (b, a)):
+        assert np.array_equal(compiled_branchy(*args), branchy(*args))
+    print(f"graphs for branchy after both branches ran: {len(_all_graphs(branchy))}")
 
     banner("4. Speed against plain NumPy")
     with warnings.catch_warnings():

@@ -25,9 +25,15 @@ static void chain_free(npd_entry *e) {
 }
 
 /* The co_extra free function: CPython calls it from code_dealloc when the code object dies.
- * This is the one place an npd_extra is released. */
+ * This is the one place an npd_extra is released.  CPython 3.11 calls every registered free
+ * function for every slot of a dying code object that has a co_extra array at all -- also for
+ * slots that are empty because only another PEP 523 user (or any _PyCode_SetExtra caller) set
+ * its own slot -- so `p` may be NULL. */
 static void extra_free(void *p) {
     npd_extra *extra = (npd_extra *)p;
+    if (extra == NULL) {
+        return;
+    }
     npd_entry *chain = extra->head;
     extra->head = NULL;
     PyMem_Free(extra);
@@ -102,6 +108,26 @@ void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry) {
     prev->next = entry->next;
     entry->next = extra->head;
     extra->head = entry;
+}
+
+void npd_cache_drop_owner(npd_extra *extra, void *owner) {
+    /* Detach every entry of `owner` into a private chain first, then free that chain. */
+    npd_entry *dropped = NULL;
+    npd_entry **link = &extra->head;
+    while (*link != NULL) {
+        npd_entry *e = *link;
+        if (e->owner == owner) {
+            *link = e->next;
+            e->next = dropped;
+            dropped = e;
+        } else {
+            link = &e->next;
+        }
+    }
+    if (dropped != NULL) {
+        extra->version++;
+        chain_free(dropped);
+    }
 }
 
 void npd_extra_reset(npd_extra *extra) {

@@ -36,13 +36,17 @@ typedef struct npd_entry {
                                callback are used (one callback per backend, so a function
                                compiled with two backends keeps a version for each); run-only
                                mode uses every entry.  An address, not a reference, so the
-                               cache pins nothing the cycle collector cannot see; the Python
-                               side keeps callbacks alive, so addresses are never reused. */
+                               cache pins nothing the cycle collector cannot see.  The Python
+                               side drops a callback's entries (npd_cache_drop_owner) before
+                               the callback dies, so an address is never reused while
+                               entries still carry it. */
     struct npd_entry *next;
 } npd_entry;
 
 typedef struct {
     int state;            /* enum npd_code_state */
+    int hidden;           /* frames of this code are removed from tracebacks that pass through
+                             a shadow frame (generated graph code, backend runners) */
     npd_entry *head;      /* most recently hit first */
     Py_ssize_t hits;
     Py_ssize_t misses;
@@ -65,7 +69,11 @@ int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code, 
 /* Move `entry` (which must be in the list) to the front. */
 void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry);
 
-/* Drop all entries, the state flag and the counters (the struct itself stays attached). */
+/* Drop the entries compiled by `owner` (by address). */
+void npd_cache_drop_owner(npd_extra *extra, void *owner);
+
+/* Drop all entries, the state flag and the counters (the struct itself stays attached;
+ * the hidden flag stays too: it describes the code, not its cache). */
 void npd_extra_reset(npd_extra *extra);
 
 /* A function object running entry->new_code with these globals and closure (closure may be

@@ -50,6 +50,20 @@ static inline PyObject *npd_eval_default(PyThreadState *ts, npd_frame *f, int th
     return _PyEval_EvalFrameDefault(ts, f, throw_flag);
 }
 
+/* ---- thread state ---------------------------------------------------------------------- */
+
+/* A trace or profile function (sys.settrace / sys.setprofile, debuggers, coverage, profilers)
+ * is set on this thread.  3.12 replaced these fields with sys.monitoring. */
+static inline int npd_thread_is_traced(PyThreadState *ts) {
+    return ts->c_tracefunc != NULL || ts->c_profilefunc != NULL;
+}
+
+/* How many more Python frames (or Py_EnterRecursiveCall levels) fit under the recursion
+ * limit; 3.11 counts both in one budget. */
+static inline int npd_recursion_remaining(PyThreadState *ts) {
+    return ts->recursion_remaining;
+}
+
 /* ---- frame fields ---------------------------------------------------------------------- */
 
 static inline PyCodeObject *npd_frame_code(npd_frame *f) { return f->f_code; }

@@ -35,50 +35,170 @@
 #include "cache.h"
 #include "frame_view.h"
 
-/* ===== the thread-local callback and the installed-hook count ========================== */
+#include <pthread.h> /* after Python.h, which defines _GNU_SOURCE (pthread_getattr_np) */
+#include <stdint.h>
 
-/* This thread's callback, a strong reference; NULL means None.  False = run-only, any other
- * object = compile mode (a callable).  Everything here runs under the GIL. */
-static _Thread_local PyObject *tls_callback = NULL;
+/* ===== capture state: a context variable, a suspension flag, the install count ============
+ *
+ * The callback lives in a contextvars.ContextVar (`callback_var`), so each thread and each
+ * asyncio task has its own: entering optimize() in one task or thread never changes another,
+ * and a task created inside a capture scope starts with it (contextvars snapshot semantics).
+ * The variable's value is always a `Record` (never None): the callback (NULL = off), the
+ * Capture object that pushed it, and for `with` scopes the context token that undoes it, so
+ * one Capture object may be entered by many threads/tasks at once, each undoing its own.
+ * The hook reads it with PyContextVar_Get, which is a few pointer compares while the thread's
+ * context is unchanged (CPython caches the last lookup per variable).
+ *
+ * `tls_suspended` (> 0 while guards and the compile callback run on this thread) makes the
+ * hook step aside, so the compiler never compiles itself, without touching the context.
+ *
+ * `active_scopes` counts the scopes that are entered with a non-None callback, in any thread
+ * or task.  The PEP 523 function is installed exactly while it is > 0 and no frame is running
+ * in "deep mode" (see run_deep), so an idle npdynamo costs CPython nothing. */
 
-/* Threads whose callback is non-None (a suspended callback still counts).  The hook is
- * installed exactly while this is > 0, so an idle npdynamo costs CPython nothing. */
-static Py_ssize_t active_threads = 0;
+typedef struct Record {
+    PyObject_HEAD
+    PyObject *callback;   /* NULL = capture off; Py_False = run-only; else the compile callback */
+    PyObject *owner;      /* the Capture that pushed this record (strong) */
+    PyObject *token;      /* with-scopes: the ContextVar token that undoes the push; else NULL */
+    int counted;          /* this record still holds one unit of active_scopes */
+    struct Record *parked_run; /* with-scopes: the run() override it replaced (strong), or NULL */
+    unsigned long parked_seq; /* ... and the run() invocation that set it */
+} Record;
+
+static PyTypeObject RecordType;
+
+/* The run() fast path.  Capture.run (every call of a compiled function) does not touch the
+ * context variable, which would allocate twice per call; it sets this thread-local override,
+ * valid only while the thread stays in the context it was set in (a nested event loop or
+ * Context.run switches contexts and sees its own variable, without the override).  A `with`
+ * scope entered inside run() parks the override in its record and puts it back when it exits
+ * (if that run() is still the innermost one: `seq` identifies run() invocations). */
+static _Thread_local Record *tls_run = NULL;      /* borrowed; run() holds a reference */
+static _Thread_local void *tls_run_ctx = NULL;    /* address only: ts->context at run() */
+static _Thread_local unsigned long tls_run_seq = 0;
+static unsigned long run_seq_counter = 0;
+static PyObject *callback_var = NULL;
+static _Thread_local int tls_suspended = 0;
+
+
+static Py_ssize_t active_scopes = 0;
+static int deep_runs = 0;          /* frames running in deep mode (hook removed), all threads */
+static int hook_installed = 0;
 static _PyFrameEvalFunction previous_eval_func = NULL;
 
 static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag);
 
-static void active_increment(void) {
-    if (active_threads++ == 0) {
+/* Install or remove the hook to match active_scopes and deep_runs. */
+static void update_installation(void) {
+    int want = active_scopes > 0 && deep_runs == 0;
+    if (want && !hook_installed) {
         previous_eval_func = npd_get_eval_frame_func();
         npd_set_eval_frame_func(npd_hook);
-    }
-}
-
-static void active_decrement(void) {
-    if (--active_threads == 0) {
+        hook_installed = 1;
+    } else if (!want && hook_installed) {
         npd_set_eval_frame_func(previous_eval_func);
         previous_eval_func = NULL;
+        hook_installed = 0;
     }
 }
 
-/* Switch this thread's callback to None for the duration of a call into Python; the returned
- * reference stays counted as active.  Pair with callback_resume on every path. */
-static inline PyObject *callback_suspend(void) {
-    PyObject *saved = tls_callback;
-    tls_callback = NULL;
-    return saved;
+static void scope_count(int delta) {
+    active_scopes += delta;
+    if (active_scopes < 0) {
+        active_scopes = 0; /* cannot happen with balanced records; never go negative */
+    }
+    update_installation();
 }
 
-/* Put the suspended callback back.  If the Python code we called left another callback
- * behind (set_eval_frame without restoring), it is dropped and uncounted. */
-static inline void callback_resume(PyObject *saved) {
-    PyObject *current = tls_callback;
-    tls_callback = saved;
-    if (current != NULL) {
-        active_decrement(); /* never reaches 0: `saved` is still counted */
-        Py_DECREF(current);
+static void record_uncount(Record *r) {
+    if (r->counted) {
+        r->counted = 0;
+        scope_count(-1);
     }
+}
+
+static Record *record_new(PyObject *callback, PyObject *owner) {
+    Record *r = PyObject_GC_New(Record, &RecordType);
+    if (r == NULL) {
+        return NULL;
+    }
+    r->callback = Py_XNewRef(callback);
+    r->owner = Py_XNewRef(owner);
+    r->token = NULL;
+    r->counted = 0;
+    r->parked_run = NULL;
+    r->parked_seq = 0;
+    PyObject_GC_Track(r);
+    return r;
+}
+
+/* A record refers to its token, the token to its context, the context to the record: the
+ * cycle is broken when the scope exits; for a scope that never exits (its context died first)
+ * the cycle collector frees it and the record gives its unit of active_scopes back. */
+static int record_traverse(Record *r, visitproc visit, void *arg) {
+    Py_VISIT(r->callback);
+    Py_VISIT(r->owner);
+    Py_VISIT(r->token);
+    Py_VISIT(r->parked_run);
+    return 0;
+}
+
+static int record_clear(Record *r) {
+    record_uncount(r);
+    Py_CLEAR(r->callback);
+    Py_CLEAR(r->owner);
+    Py_CLEAR(r->token);
+    Py_CLEAR(r->parked_run);
+    return 0;
+}
+
+static void record_dealloc(Record *r) {
+    PyObject_GC_UnTrack(r);
+    record_clear(r);
+    PyObject_GC_Del(r);
+}
+
+static PyTypeObject RecordType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo._C._Record",
+    .tp_doc = PyDoc_STR("internal: one capture scope's value in the callback context variable"),
+    .tp_basicsize = sizeof(Record),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dealloc = (destructor)record_dealloc,
+    .tp_traverse = (traverseproc)record_traverse,
+    .tp_clear = (inquiry)record_clear,
+};
+
+/* The current Record of this context (new reference) or NULL if none (never raises). */
+static Record *current_record(void) {
+    PyObject *value = NULL;
+    if (PyContextVar_Get(callback_var, NULL, &value) < 0) {
+        PyErr_Clear(); /* only MemoryError is possible; treat as "capture off" */
+        return NULL;
+    }
+    return (Record *)value;
+}
+
+/* The record in effect for this thread: the run() override if it belongs to the current
+ * context, else the context variable's.  New reference or NULL. */
+static inline Record *effective_record(PyThreadState *ts) {
+    Record *r = tls_run;
+    if (r != NULL && tls_run_ctx == (void *)ts->context) {
+        return (Record *)Py_NewRef((PyObject *)r);
+    }
+    return current_record();
+}
+
+/* This thread's callback, ignoring suspension: new reference, NULL for off. */
+static PyObject *current_callback(void) {
+    Record *r = effective_record(PyThreadState_Get());
+    if (r == NULL) {
+        return NULL;
+    }
+    PyObject *cb = Py_XNewRef(r->callback);
+    Py_DECREF(r);
+    return cb;
 }
 
 /* ===== the hook ======================================================================== */
@@ -91,10 +211,61 @@ static inline void callback_resume(PyObject *saved) {
 /* Argument buffers up to this size live on the C stack (no allocation on the hit path). */
 #define NPD_SMALL_ARGS 16
 
+/* Recursion budget (frames left under sys.getrecursionlimit()).  Below RUN_HEADROOM the frame
+ * runs exactly as plain Python would (no guard call, no shadow frame, which each cost a frame),
+ * so a program that fits under the limit without npdynamo still fits.  Below COMPILE_HEADROOM
+ * the compiler (a few hundred frames of Python) is not called for this call; the code is not
+ * marked, a later call with more room compiles it. */
+#define NPD_RUN_HEADROOM 50
+#define NPD_COMPILE_HEADROOM 400
+
+/* C stack.  While the hook is installed CPython 3.11 cannot inline Python-to-Python calls, so
+ * every call nests C frames (ours and the default evaluator's); a recursion that plain Python
+ * runs in a flat C stack (sys.setrecursionlimit(100000)) would overflow it.  When less than
+ * NPD_STACK_MARGIN (at most a quarter of the thread's stack) is left, the frame runs in "deep
+ * mode": the hook is removed interpreter-wide until it returns, so the calls below it are
+ * inlined again.  Other threads are not intercepted meanwhile (they run plain Python, which
+ * is always correct). */
+#define NPD_STACK_MARGIN ((size_t)1 << 20)
+
+static _Thread_local uintptr_t tls_stack_floor = 0; /* 0: not measured yet; 1: unknown */
+
+static void stack_floor_init(void) {
+    uintptr_t floor = 1;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *addr;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            size_t margin = size / 4 < NPD_STACK_MARGIN ? size / 4 : NPD_STACK_MARGIN;
+            floor = (uintptr_t)addr + margin; /* the stack grows down towards addr */
+        }
+        pthread_attr_destroy(&attr);
+    }
+    tls_stack_floor = floor;
+}
+
+static inline int stack_is_low(void) {
+    if (tls_stack_floor == 0) {
+        stack_floor_init();
+    }
+    return (uintptr_t)__builtin_frame_address(0) < tls_stack_floor;
+}
+
+static PyObject *run_deep(PyThreadState *ts, npd_frame *frame, int throw_flag) {
+    deep_runs++;
+    update_installation();
+    PyObject *result = npd_eval_default(ts, frame, throw_flag);
+    deep_runs--;
+    update_installation(); /* never raises: only swaps a function pointer */
+    return result;
+}
+
 /* Walk the cache: call each guard as check_fn(*slots, globals, closure or None).  Returns 1 on
  * a hit (with *func_out = new reference to the function to run), 0 on a miss, -1 on an error
- * that must propagate (out of memory).  A guard that raises is reported as unraisable and
- * counts as a failed guard.  Runs with the thread's callback suspended. */
+ * that must propagate: out of memory, or a BaseException that is not an Exception
+ * (KeyboardInterrupt, SystemExit) raised in a guard -- those belong to the user.  A guard that
+ * raises an Exception is reported as unraisable and counts as failed.  Runs suspended. */
 static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
                         PyObject *globals, PyObject *closure, PyObject *callback,
                         PyObject **func_out) {
@@ -139,6 +310,11 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
             Py_DECREF(res);
         }
         if (res == NULL || ok < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                Py_DECREF(check_fn);
+                found = -1; /* KeyboardInterrupt & co. reach the user */
+                break;
+            }
             PyErr_WriteUnraisable(check_fn);
             ok = 0;
         }
@@ -160,7 +336,6 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
     return found;
 }
 
-/* Check the parts of the frame layout rule (see top of file) that are cheap to check. */
 static int check_new_code(PyCodeObject *code, PyObject *new_code, Py_ssize_t nargs) {
     if (!PyCode_Check(new_code)) {
         PyErr_Format(PyExc_TypeError,
@@ -194,23 +369,83 @@ static int check_new_code(PyCodeObject *code, PyObject *new_code, Py_ssize_t nar
     return 0;
 }
 
-/* Cache miss in compile mode: ask the callback.  Returns 1 with *func_out set (run it),
- * 0 (run the original frame), -1 (exception from the callback or a bad answer). */
+
+/* The compile lock (dynamo.convert_frame.compile_lock, set by set_compile_lock); NULL = none.
+ * The hook holds it from before the callback runs until the new entry is in the cache, so a
+ * thread waiting for the lock finds the entry when it gets it and does not compile the same
+ * version again (the callback re-checks the cache under the same, reentrant, lock). */
+static PyObject *compile_lock = NULL;
+
+/* Undo capture scopes the callback entered and left behind: this context's record must be
+ * `expected` again.  Every record passed on the way down is uncounted.  Never raises. */
+static void restore_record(Record *expected) {
+    Record *cur = current_record();
+    if (cur == expected) {
+        Py_XDECREF(cur);
+        return;
+    }
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    Record *r = cur;
+    Py_XINCREF(r);
+    for (int guard = 0; r != NULL && r != expected && guard < 10000; guard++) {
+        record_uncount(r);
+        PyObject *older = NULL;
+        if (r->token != NULL) {
+            older = PyObject_GetAttrString(r->token, "old_value");
+            if (older == NULL) {
+                PyErr_Clear();
+            } else if (Py_TYPE(older) != &RecordType) {
+                Py_CLEAR(older);
+            }
+        }
+        Py_DECREF(r);
+        r = (Record *)older;
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(cur);
+    Record *off = expected == NULL ? record_new(NULL, NULL) : NULL; /* "unset" */
+    PyObject *value = expected != NULL ? (PyObject *)expected : (PyObject *)off;
+    PyObject *token = value != NULL ? PyContextVar_Set(callback_var, value) : NULL;
+    if (token == NULL) {
+        PyErr_Clear();
+    }
+    Py_XDECREF(token);
+    Py_XDECREF(off);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+}
+
+/* Cache miss in compile mode: ask the callback, under the compile lock.  Returns 1 with
+ * *func_out set (run it), 0 (run the original frame), -1 (exception from the callback, the
+ * lock or a bad answer). */
 static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
                          Py_ssize_t nargs, PyObject **func_out) {
     PyCodeObject *code = npd_frame_code(frame);
-    PyObject *view = npd_frame_view_new(frame, nargs);
-    if (view == NULL) {
-        return -1;
+    PyObject *lock = Py_XNewRef(compile_lock);
+    if (lock != NULL) {
+        PyObject *ok = PyObject_CallMethod(lock, "acquire", NULL);
+        if (ok == NULL) {
+            Py_DECREF(lock);
+            return -1; /* e.g. KeyboardInterrupt while waiting: nothing held, nothing done */
+        }
+        Py_DECREF(ok);
     }
-    PyObject *result = PyObject_CallOneArg(callback, view);
-    Py_DECREF(view);
+    int found = -1;
+    PyObject *result = NULL;
+    PyObject *view = npd_frame_view_new(frame, nargs);
+    if (view != NULL) {
+        Record *before = current_record();
+        result = PyObject_CallOneArg(callback, view);
+        Py_DECREF(view);
+        restore_record(before);
+        Py_XDECREF(before);
+    }
     if (result == NULL) {
-        return -1;
+        goto done;
     }
     if (result == Py_None) {
-        Py_DECREF(result);
-        return 0;
+        found = 0;
+        goto done;
     }
     if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2 ||
         !PyCallable_Check(PyTuple_GET_ITEM(result, 0))) {
@@ -218,38 +453,87 @@ static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
                      "eval-frame callback must return None or (check_fn, new_code) with a "
                      "callable check_fn; got %.100s",
                      Py_TYPE(result)->tp_name);
-        Py_DECREF(result);
-        return -1;
+        goto done;
     }
     PyObject *check_fn = PyTuple_GET_ITEM(result, 0);
     PyObject *new_code = PyTuple_GET_ITEM(result, 1);
     if (check_new_code(code, new_code, nargs) < 0) {
-        Py_DECREF(result);
-        return -1;
+        goto done;
     }
     /* Safety net for the contract "new_code is marked SKIP": otherwise the shadow frame would
      * itself be sent to the compiler. */
     npd_extra *new_extra = npd_extra_get_or_create((PyCodeObject *)new_code);
     if (new_extra == NULL || npd_cache_prepend(extra, check_fn, new_code, (void *)callback) < 0) {
-        Py_DECREF(result);
-        return -1;
+        goto done;
     }
     new_extra->state = NPD_SKIP;
-    Py_DECREF(result);
     *func_out = npd_entry_function(extra, extra->head, npd_frame_globals(frame),
                                    npd_frame_closure(frame));
-    return *func_out != NULL ? 1 : -1;
+    found = *func_out != NULL ? 1 : -1;
+done:
+    Py_XDECREF(result);
+    if (lock != NULL) {
+        /* Release on every path, keeping whatever exception is pending. */
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        PyObject *ok = PyObject_CallMethod(lock, "release", NULL);
+        if (ok == NULL) {
+            PyErr_WriteUnraisable(lock); /* cannot happen: this thread holds the lock */
+        }
+        Py_XDECREF(ok);
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+        Py_DECREF(lock);
+    }
+    return found;
+}
+
+/* Whether frames of `code` are hidden from tracebacks (set_code_hidden). */
+static int code_is_hidden(PyCodeObject *code) {
+    npd_extra *extra = npd_extra_get(code);
+    return extra != NULL && extra->hidden;
+}
+
+/* An exception left a shadow frame: unlink the traceback entries of hidden code (generated
+ * graph code, backend runner functions), so the traceback shows the user's frames as plain
+ * Python would.  The shadow frame's own entry (named and filed like the user's function)
+ * stays.  Never raises; keeps the pending exception. */
+static void strip_hidden_frames(void) {
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    if (exc_tb != NULL && PyTraceBack_Check(exc_tb)) {
+        PyObject **link = &exc_tb;
+        int changed = 0;
+        while (*link != NULL) {
+            PyTracebackObject *tb = (PyTracebackObject *)*link;
+            PyCodeObject *tb_code = PyFrame_GetCode(tb->tb_frame);
+            int hidden = code_is_hidden(tb_code);
+            Py_DECREF(tb_code);
+            if (hidden) {
+                /* *link owns a reference to tb; move it to tb's successor. */
+                *link = Py_XNewRef((PyObject *)tb->tb_next);
+                Py_DECREF(tb);
+                changed = 1;
+            } else {
+                link = (PyObject **)&tb->tb_next;
+            }
+        }
+        if (changed && exc_value != NULL && PyExceptionInstance_Check(exc_value)) {
+            PyException_SetTraceback(exc_value, exc_tb != NULL ? exc_tb : Py_None);
+        }
+    }
+    PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
 /* A frame that passed the cheap filters: walk the cache, maybe compile, run the result. */
-static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra) {
+static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
+                           PyObject *callback) {
     PyCodeObject *code = npd_frame_code(frame);
     Py_ssize_t nargs = npd_code_nargslots(code);
     PyObject **slots = npd_frame_localsplus(frame);
     PyObject *func = NULL;
     int found = 0;
 
-    PyObject *callback = callback_suspend();
+    tls_suspended++;
     if (extra != NULL) {
         found = cache_lookup(extra, slots, nargs, npd_frame_globals(frame),
                              npd_frame_closure(frame), callback, &func);
@@ -265,11 +549,19 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
         if (extra != NULL) {
             extra->misses++;
         }
-        if (compile && found == 0) {
+        if (compile && found == 0 && npd_recursion_remaining(ts) > NPD_COMPILE_HEADROOM) {
+            /* Whatever scopes the callback enters and leaves open are undone (restore_record
+             * for the context variable, these three for the run() override). */
+            Record *run = tls_run;
+            void *run_ctx = tls_run_ctx;
+            unsigned long run_seq = tls_run_seq;
             found = compile_frame(callback, frame, extra, nargs, &func);
+            tls_run = run;
+            tls_run_ctx = run_ctx;
+            tls_run_seq = run_seq;
         }
     }
-    callback_resume(callback);
+    tls_suspended--;
 
     if (found < 0) {
         return NULL; /* the exception propagates to the caller of the frame */
@@ -278,16 +570,21 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
         return npd_eval_default(ts, frame, 0);
     }
     /* The shadow call.  No PY_VECTORCALL_ARGUMENTS_OFFSET: slots[-1] belongs to the frame.
-     * The callback stays set, so frames called by the transformed code are intercepted; the
+     * The capture scope stays, so frames called by the transformed code are intercepted; the
      * shadow frame itself is SKIP and goes straight to the default evaluator. */
     PyObject *result = PyObject_Vectorcall(func, slots, (size_t)nargs, NULL);
     Py_DECREF(func);
+    if (result == NULL) {
+        strip_hidden_frames();
+    }
     return result;
 }
 
 static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
-    PyObject *callback = tls_callback;
-    if (callback == NULL || throw_flag) {
+    if (stack_is_low()) {
+        return run_deep(ts, frame, throw_flag);
+    }
+    if (throw_flag || tls_suspended) {
         return npd_eval_default(ts, frame, throw_flag);
     }
     PyCodeObject *code = npd_frame_code(frame);
@@ -295,19 +592,397 @@ static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
         npd_frame_func(frame) == NULL) {
         return npd_eval_default(ts, frame, throw_flag);
     }
+    /* Debuggers, coverage and profilers see the program as written: while a trace or
+     * profile function is set on this thread, frames run their original bytecode (no guard,
+     * no compile, no cached version), so every line and call event is the plain one. */
+    if (npd_thread_is_traced(ts) || npd_recursion_remaining(ts) < NPD_RUN_HEADROOM) {
+        return npd_eval_default(ts, frame, throw_flag);
+    }
     npd_extra *extra = npd_extra_get(code);
     if (extra != NULL && extra->state == NPD_SKIP) {
         return npd_eval_default(ts, frame, throw_flag);
     }
-    if (callback == Py_False && (extra == NULL || extra->head == NULL)) {
+    Record *record = effective_record(ts);
+    if (record == NULL || record->callback == NULL ||
+        (record->callback == Py_False && (extra == NULL || extra->head == NULL)) ||
+        _Py_IsFinalizing()) {
+        /* Off in this context; or run-only with nothing cached; or modules are being torn
+         * down (guards and the compiler would see half-dead state). */
+        Py_XDECREF(record);
         return npd_eval_default(ts, frame, throw_flag);
     }
-    if (_Py_IsFinalizing()) {
-        /* Modules are being torn down: guards and the compiler would see half-dead state. */
-        return npd_eval_default(ts, frame, throw_flag);
-    }
-    return intercept(ts, frame, extra);
+    PyObject *callback = Py_NewRef(record->callback);
+    Py_DECREF(record);
+    PyObject *result = intercept(ts, frame, extra, callback);
+    Py_DECREF(callback);
+    return result;
 }
+
+/* ===== Capture: entering and leaving capture scopes ===================================== */
+
+/* A capture scope for one callback: `with capture:` and `capture.run(fn, *args, **kwargs)`.
+ * Both are implemented in C so a KeyboardInterrupt cannot land between changing the state and
+ * arranging to undo it (a `with` statement calls a C __enter__ without running bytecode in
+ * between).  The object itself holds no per-entry state: `with` scopes keep theirs in the
+ * context (Record.token), run() in its C stack frame, so one Capture may be used by any
+ * number of threads and tasks at once. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *callback;   /* NULL = None (capture off) */
+    Record *run_record;   /* the record run() pushes (immutable, shared by all its calls) */
+} Capture;
+
+static int capture_init(Capture *self, PyObject *args, PyObject *kwargs) {
+    PyObject *cb;
+    if (!PyArg_ParseTuple(args, "O:Capture", &cb)) {
+        return -1;
+    }
+    if (cb != Py_None && cb != Py_False && !PyCallable_Check(cb)) {
+        PyErr_Format(PyExc_TypeError,
+                     "Capture() expects None (off), False (run-only) or a callable "
+                     "(compile), got %.100s",
+                     Py_TYPE(cb)->tp_name);
+        return -1;
+    }
+    PyObject *callback = cb == Py_None ? NULL : cb;
+    Record *rec = record_new(callback, (PyObject *)self);
+    if (rec == NULL) {
+        return -1;
+    }
+    Py_XSETREF(self->callback, Py_XNewRef(callback));
+    Py_XSETREF(self->run_record, rec);
+    return 0;
+}
+
+/* Capture is a static type: for Python subclasses, subtype_traverse/subtype_dealloc visit
+ * and release the heap type themselves. */
+static int capture_traverse(Capture *self, visitproc visit, void *arg) {
+    Py_VISIT(self->callback);
+    Py_VISIT(self->run_record);
+    return 0;
+}
+
+static int capture_clear(Capture *self) {
+    Py_CLEAR(self->callback);
+    Py_CLEAR(self->run_record);
+    return 0;
+}
+
+static void capture_dealloc(Capture *self) {
+    PyObject_GC_UnTrack(self);
+    capture_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *capture_enter(Capture *self, PyObject *unused) {
+    if (self->run_record == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Capture.__init__() was not called");
+        return NULL;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    Record *rec = record_new(self->callback, (PyObject *)self);
+    if (rec == NULL) {
+        return NULL;
+    }
+    int park = tls_run != NULL && tls_run_ctx == (void *)ts->context;
+    rec->token = PyContextVar_Set(callback_var, (PyObject *)rec);
+    if (rec->token == NULL) {
+        Py_DECREF(rec);
+        return NULL;
+    }
+    if (park) {
+        /* Inside a run(): this scope takes over until it exits (see tls_run). */
+        rec->parked_run = (Record *)Py_NewRef((PyObject *)tls_run);
+        rec->parked_seq = tls_run_seq;
+        tls_run = NULL;
+    }
+    if (rec->callback != NULL) {
+        rec->counted = 1;
+        scope_count(+1);
+    }
+    Py_DECREF(rec); /* the context holds it */
+    return Py_NewRef((PyObject *)self);
+}
+
+static PyObject *capture_exit(Capture *self, PyObject *const *args, Py_ssize_t nargs) {
+    /* Find this Capture's innermost with-record in the chain of this context; records above
+     * it are scopes entered inside and never exited (a suspended generator): undone too. */
+    Record *cur = current_record();
+    Record *r = cur;
+    Py_XINCREF(r);
+    while (r != NULL && !(r->owner == (PyObject *)self && r->token != NULL)) {
+        PyObject *older = NULL;
+        if (r->token != NULL) {
+            older = PyObject_GetAttrString(r->token, "old_value");
+            if (older == NULL) {
+                Py_DECREF(r);
+                Py_XDECREF(cur);
+                return NULL;
+            }
+            if (Py_TYPE(older) != &RecordType) {
+                Py_CLEAR(older);
+            }
+        }
+        Py_DECREF(r);
+        r = (Record *)older;
+    }
+    if (r == NULL) {
+        /* Not entered in this context (e.g. __exit__ in another task than __enter__):
+         * nothing of ours to undo here. */
+        Py_XDECREF(cur);
+        Py_RETURN_NONE;
+    }
+    for (Record *u = cur; u != NULL;) {
+        record_uncount(u);
+        if (u == r || u->token == NULL) {
+            break;
+        }
+        PyObject *older = PyObject_GetAttrString(u->token, "old_value");
+        if (older == NULL) {
+            PyErr_Clear();
+            break;
+        }
+        Py_DECREF(older); /* still referenced by the token */
+        u = Py_TYPE(older) == &RecordType ? (Record *)older : NULL;
+    }
+    if (PyContextVar_Reset(callback_var, r->token) < 0) {
+        /* Used already, or created in another context: set the value it replaced instead. */
+        PyErr_Clear();
+        PyObject *older = PyObject_GetAttrString(r->token, "old_value");
+        if (older == NULL) {
+            Py_DECREF(r);
+            Py_XDECREF(cur);
+            return NULL;
+        }
+        PyObject *value = Py_TYPE(older) == &RecordType ? older : NULL;
+        Record *off = value == NULL ? record_new(NULL, NULL) : NULL;
+        PyObject *token = PyContextVar_Set(callback_var, value != NULL ? value : (PyObject *)off);
+        Py_XDECREF(off);
+        Py_DECREF(older);
+        if (token == NULL) {
+            Py_DECREF(r);
+            Py_XDECREF(cur);
+            return NULL;
+        }
+        Py_DECREF(token);
+    }
+    if (r->parked_run != NULL) {
+        /* Give the run() override back if that run() is still the innermost one. */
+        if (tls_run == NULL && tls_run_seq == r->parked_seq) {
+            tls_run = r->parked_run; /* borrowed: that run() holds a reference */
+        }
+        Py_CLEAR(r->parked_run);
+    }
+    Py_DECREF(r);
+    Py_XDECREF(cur);
+    Py_RETURN_NONE;
+}
+
+/* capture.run(fn, /, *args, **kwargs): call fn with this scope's callback set, restored on
+ * every path.  Nested calls with the same callback (a compiled function calling another one
+ * compiled with the same backend) change nothing and cost one lookup. */
+/* Call fn(*args, **kwnames) inside `self`'s scope (the shared body of Capture.run and of
+ * compiled-function wrappers). */
+static PyObject *scoped_call(Capture *self, PyObject *fn, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+    Record *rec = self->run_record;
+    if (rec == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Capture.__init__() was not called");
+        return NULL;
+    }
+    PyThreadState *ts = PyThreadState_Get();
+    Record *cur = effective_record(ts);
+    int same = cur != NULL ? cur->callback == self->callback : self->callback == NULL;
+    Py_XDECREF(cur);
+    if (same) {
+        return PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    }
+    if (ts->context == NULL) {
+        /* Create the thread's context now: if something created it during the call, the
+         * override would no longer match it. */
+        PyObject *ctx = PyContext_CopyCurrent();
+        if (ctx == NULL) {
+            return NULL;
+        }
+        Py_DECREF(ctx);
+    }
+    Py_INCREF(rec);
+    Record *saved_run = tls_run;
+    void *saved_ctx = tls_run_ctx;
+    unsigned long saved_seq = tls_run_seq;
+    tls_run = rec;
+    tls_run_ctx = (void *)ts->context;
+    tls_run_seq = ++run_seq_counter;
+    int counted = self->callback != NULL;
+    if (counted) {
+        scope_count(+1);
+    }
+    PyObject *result = PyObject_Vectorcall(fn, args, nargsf, kwnames);
+    if (counted) {
+        scope_count(-1);
+    }
+    tls_run = saved_run;
+    tls_run_ctx = saved_ctx;
+    tls_run_seq = saved_seq;
+    Py_DECREF(rec);
+    return result;
+}
+
+static PyObject *capture_run(Capture *self, PyObject *const *args, size_t nargsf,
+                             PyObject *kwnames) {
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "Capture.run(fn, /, *args, **kwargs) needs fn");
+        return NULL;
+    }
+    return scoped_call(self, args[0], args + 1, (size_t)(nargs - 1), kwnames);
+}
+
+/* ===== Wrapped: what Capture.wrap(fn) returns ========================================== */
+
+/* A function running inside a capture scope, implemented in C so a call costs no extra Python
+ * frame and no argument packing.  Binds like a function (descriptor), keeps attributes in a
+ * __dict__ (functools.update_wrapper copies fn's name, doc, __wrapped__ there). */
+typedef struct {
+    PyObject_HEAD
+    Capture *capture;
+    PyObject *fn;
+    PyObject *dict;
+    vectorcallfunc vectorcall;
+    PyObject *weakreflist;
+} Wrapped;
+
+static PyObject *wrapped_vectorcall(Wrapped *self, PyObject *const *args, size_t nargsf,
+                                    PyObject *kwnames) {
+    return scoped_call(self->capture, self->fn, args, nargsf, kwnames);
+}
+
+static int wrapped_traverse(Wrapped *self, visitproc visit, void *arg) {
+    Py_VISIT(self->capture);
+    Py_VISIT(self->fn);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int wrapped_clear(Wrapped *self) {
+    Py_CLEAR(self->capture);
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void wrapped_dealloc(Wrapped *self) {
+    PyObject_GC_UnTrack(self);
+    if (self->weakreflist != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)self);
+    }
+    wrapped_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *wrapped_descr_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(self);
+    }
+    return PyMethod_New(self, obj);
+}
+
+/* Pickle (and copy) by reference, as functions are: a wrapper stored as a module attribute is
+ * found again under its __qualname__ (copied from the function by functools.update_wrapper). */
+static PyObject *wrapped_reduce(Wrapped *self, PyObject *unused) {
+    return PyObject_GetAttrString((PyObject *)self, "__qualname__");
+}
+
+static PyMethodDef wrapped_methods[] = {
+    {"__reduce__", (PyCFunction)wrapped_reduce, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyObject *wrapped_repr(Wrapped *self) {
+    return PyUnicode_FromFormat("<npdynamo wrapper of %R>", self->fn);
+}
+
+static PyGetSetDef wrapped_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyTypeObject WrappedType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo._C.Wrapped",
+    .tp_doc = NULL, /* instances carry the wrapped function's __doc__ in their __dict__ */
+    .tp_basicsize = sizeof(Wrapped),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                Py_TPFLAGS_METHOD_DESCRIPTOR,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Wrapped, vectorcall),
+    .tp_dictoffset = offsetof(Wrapped, dict),
+    .tp_weaklistoffset = offsetof(Wrapped, weakreflist),
+    .tp_dealloc = (destructor)wrapped_dealloc,
+    .tp_traverse = (traverseproc)wrapped_traverse,
+    .tp_clear = (inquiry)wrapped_clear,
+    .tp_descr_get = wrapped_descr_get,
+    .tp_repr = (reprfunc)wrapped_repr,
+    .tp_methods = wrapped_methods,
+    .tp_getset = wrapped_getset,
+};
+
+static PyObject *capture_wrap(Capture *self, PyObject *fn) {
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "Capture.wrap() expects a callable, got %.100s",
+                     Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    Wrapped *w = PyObject_GC_New(Wrapped, &WrappedType);
+    if (w == NULL) {
+        return NULL;
+    }
+    w->capture = (Capture *)Py_NewRef((PyObject *)self);
+    w->fn = Py_NewRef(fn);
+    w->dict = NULL;
+    w->weakreflist = NULL;
+    w->vectorcall = (vectorcallfunc)wrapped_vectorcall;
+    PyObject_GC_Track(w);
+    return (PyObject *)w;
+}
+
+static PyObject *capture_get_callback(Capture *self, void *closure) {
+    return Py_NewRef(self->callback != NULL ? self->callback : Py_None);
+}
+
+static PyMethodDef capture_methods[] = {
+    {"__enter__", (PyCFunction)capture_enter, METH_NOARGS,
+     PyDoc_STR("enter the scope in this thread/task's context; returns self")},
+    {"__exit__", (PyCFunction)(void (*)(void))capture_exit, METH_FASTCALL,
+     PyDoc_STR("leave the scope entered in this context (and any left open inside it)")},
+    {"run", (PyCFunction)(void (*)(void))capture_run, METH_FASTCALL | METH_KEYWORDS,
+     PyDoc_STR("run(fn, /, *args, **kwargs): call fn inside the scope")},
+    {"wrap", (PyCFunction)capture_wrap, METH_O,
+     PyDoc_STR("wrap(fn) -> a callable running fn inside the scope (binds like a function)")},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef capture_getset[] = {
+    {"callback", (getter)capture_get_callback, NULL,
+     PyDoc_STR("None (off), False (run-only) or the compile callback"), NULL},
+    {NULL},
+};
+
+static PyTypeObject CaptureType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo._C.Capture",
+    .tp_doc = PyDoc_STR("Capture(callback): a capture scope (None = off, False = run-only, "
+                        "callable = compile); `with` or .run(fn, *args, **kwargs)."),
+    .tp_basicsize = sizeof(Capture),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)capture_init,
+    .tp_dealloc = (destructor)capture_dealloc,
+    .tp_traverse = (traverseproc)capture_traverse,
+    .tp_clear = (inquiry)capture_clear,
+    .tp_methods = capture_methods,
+    .tp_getset = capture_getset,
+};
 
 /* ===== module functions ================================================================ */
 
@@ -319,31 +994,6 @@ static PyCodeObject *as_code(PyObject *obj, const char *fname) {
     }
     return (PyCodeObject *)obj;
 }
-
-static PyObject *set_eval_frame(PyObject *module, PyObject *cb) {
-    if (cb != Py_None && cb != Py_False && !PyCallable_Check(cb)) {
-        PyErr_Format(PyExc_TypeError,
-                     "set_eval_frame() expects None (off), False (run-only) or a callable "
-                     "(compile), got %.100s",
-                     Py_TYPE(cb)->tp_name);
-        return NULL;
-    }
-    PyObject *previous = tls_callback != NULL ? tls_callback : Py_NewRef(Py_None);
-    int was_active = tls_callback != NULL;
-    tls_callback = cb == Py_None ? NULL : Py_NewRef(cb);
-    int is_active = tls_callback != NULL;
-    if (is_active && !was_active) {
-        active_increment();
-    } else if (was_active && !is_active) {
-        active_decrement();
-    }
-    return previous; /* the reference the slot held */
-}
-
-static PyObject *get_eval_frame(PyObject *module, PyObject *unused) {
-    return Py_NewRef(tls_callback != NULL ? tls_callback : Py_None);
-}
-
 static PyObject *set_code_state(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError, "set_code_state(code, state) takes 2 arguments (%zd given)",
@@ -372,7 +1022,6 @@ static PyObject *set_code_state(PyObject *module, PyObject *const *args, Py_ssiz
     extra->state = (int)state;
     Py_RETURN_NONE;
 }
-
 static PyObject *get_code_state(PyObject *module, PyObject *obj) {
     PyCodeObject *code = as_code(obj, "get_code_state");
     if (code == NULL) {
@@ -381,7 +1030,6 @@ static PyObject *get_code_state(PyObject *module, PyObject *obj) {
     npd_extra *extra = npd_extra_get(code);
     return PyLong_FromLong(extra != NULL ? extra->state : NPD_DEFAULT);
 }
-
 static PyObject *get_cache_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) {
         PyErr_SetString(PyExc_TypeError, "get_cache_entries(code, callback=None) takes 1 or 2 arguments");
@@ -394,7 +1042,6 @@ static PyObject *get_cache_entries(PyObject *module, PyObject *const *args, Py_s
     void *owner = nargs == 2 && args[1] != Py_None ? (void *)args[1] : NULL;
     return npd_cache_as_list(npd_extra_get(code), owner);
 }
-
 static PyObject *reset_code(PyObject *module, PyObject *obj) {
     PyCodeObject *code = as_code(obj, "reset_code");
     if (code == NULL) {
@@ -406,7 +1053,6 @@ static PyObject *reset_code(PyObject *module, PyObject *obj) {
     }
     Py_RETURN_NONE;
 }
-
 static PyObject *code_stats(PyObject *module, PyObject *obj) {
     PyCodeObject *code = as_code(obj, "code_stats");
     if (code == NULL) {
@@ -419,19 +1065,104 @@ static PyObject *code_stats(PyObject *module, PyObject *obj) {
     return Py_BuildValue("(nn)", extra->hits, extra->misses);
 }
 
+
+static PyObject *get_eval_frame(PyObject *module, PyObject *unused) {
+    if (tls_suspended) {
+        Py_RETURN_NONE;
+    }
+    PyObject *cb = current_callback();
+    return cb != NULL ? cb : Py_NewRef(Py_None);
+}
+
+static PyObject *hook_state(PyObject *module, PyObject *unused) {
+    return Py_BuildValue("{s:O,s:n,s:i}", "installed", hook_installed ? Py_True : Py_False,
+                         "active_scopes", active_scopes, "deep_runs", deep_runs);
+}
+
+static PyObject *set_compile_lock(PyObject *module, PyObject *lock) {
+    if (lock != Py_None && (!PyObject_HasAttrString(lock, "acquire") ||
+                            !PyObject_HasAttrString(lock, "release"))) {
+        PyErr_Format(PyExc_TypeError,
+                     "set_compile_lock() expects a lock (with acquire/release) or None, got "
+                     "%.100s", Py_TYPE(lock)->tp_name);
+        return NULL;
+    }
+    PyObject *previous = compile_lock != NULL ? compile_lock : Py_NewRef(Py_None);
+    compile_lock = lock == Py_None ? NULL : Py_NewRef(lock);
+    return previous; /* the reference the slot held */
+}
+
+static PyObject *set_code_hidden(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "set_code_hidden(code, hidden) takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyCodeObject *code = as_code(args[0], "set_code_hidden");
+    int hidden = code != NULL ? PyObject_IsTrue(args[1]) : -1;
+    if (hidden < 0) {
+        return NULL;
+    }
+    npd_extra *extra = npd_extra_get_or_create(code);
+    if (extra == NULL) {
+        return NULL;
+    }
+    extra->hidden = hidden;
+    Py_RETURN_NONE;
+}
+
+static PyObject *get_code_hidden(PyObject *module, PyObject *obj) {
+    PyCodeObject *code = as_code(obj, "get_code_hidden");
+    if (code == NULL) {
+        return NULL;
+    }
+    return PyBool_FromLong(code_is_hidden(code));
+}
+
+static PyObject *drop_entries_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "drop_entries_of(code, callback_id) takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyCodeObject *code = as_code(args[0], "drop_entries_of");
+    if (code == NULL) {
+        return NULL;
+    }
+    void *owner = PyLong_AsVoidPtr(args[1]);
+    if (owner == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    npd_extra *extra = npd_extra_get(code);
+    if (extra != NULL) {
+        npd_cache_drop_owner(extra, owner);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
-    {"set_eval_frame", set_eval_frame, METH_O,
-     PyDoc_STR("set_eval_frame(cb) -> previous\n\nSet this thread's callback: None = off, "
-               "False = run-only (use caches, never compile), a callable = compile.")},
     {"get_eval_frame", get_eval_frame, METH_NOARGS,
-     PyDoc_STR("get_eval_frame() -> this thread's callback (None inside guards/callback)")},
+     PyDoc_STR("get_eval_frame() -> this context's callback (None when off, and inside "
+               "guards and the compile callback)")},
+    {"hook_state", hook_state, METH_NOARGS,
+     PyDoc_STR("hook_state() -> {'installed', 'active_scopes', 'deep_runs'} (for tests)")},
+    {"set_compile_lock", set_compile_lock, METH_O,
+     PyDoc_STR("set_compile_lock(lock) -> previous: held by the hook around the compile "
+               "callback and the insertion of its entry (None: no lock)")},
     {"set_code_state", (PyCFunction)(void (*)(void))set_code_state, METH_FASTCALL,
      PyDoc_STR("set_code_state(code, state): DEFAULT (0), SKIP (1) or RUN_ONLY (2)")},
     {"get_code_state", get_code_state, METH_O,
      PyDoc_STR("get_code_state(code) -> DEFAULT, SKIP or RUN_ONLY")},
+    {"set_code_hidden", (PyCFunction)(void (*)(void))set_code_hidden, METH_FASTCALL,
+     PyDoc_STR("set_code_hidden(code, hidden): hide the code's frames from tracebacks that "
+               "leave a shadow frame")},
+    {"get_code_hidden", get_code_hidden, METH_O,
+     PyDoc_STR("get_code_hidden(code) -> bool")},
     {"get_cache_entries", (PyCFunction)(void (*)(void))get_cache_entries, METH_FASTCALL,
      PyDoc_STR("get_cache_entries(code, callback=None) -> [(check_fn, new_code), ...], most "
                "recently hit first; with a callback, only the entries it compiled")},
+    {"drop_entries_of", (PyCFunction)(void (*)(void))drop_entries_of, METH_FASTCALL,
+     PyDoc_STR("drop_entries_of(code, id(callback)): drop the entries that callback compiled")},
     {"reset_code", reset_code, METH_O,
      PyDoc_STR("reset_code(code): drop the code object's cache entries, state and counters")},
     {"code_stats", code_stats, METH_O,
@@ -442,15 +1173,24 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "dynamo._C",
-    .m_doc = PyDoc_STR("npdynamo's PEP 523 eval-frame hook: thread-local callback, per-code "
-                       "caches in co_extra, shadow-frame execution (docs/internals.md §1)."),
+    .m_doc = PyDoc_STR("npdynamo's PEP 523 eval-frame hook: capture scopes in a context "
+                       "variable, per-code caches in co_extra, shadow-frame execution "
+                       "(docs/internals.md section 1)."),
     .m_size = -1,
     .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__C(void) {
-    if (npd_cache_init() < 0 || PyType_Ready(&npd_FrameViewType) < 0) {
+    if (npd_cache_init() < 0 || PyType_Ready(&npd_FrameViewType) < 0 ||
+        PyType_Ready(&RecordType) < 0 || PyType_Ready(&CaptureType) < 0 ||
+        PyType_Ready(&WrappedType) < 0) {
         return NULL;
+    }
+    if (callback_var == NULL) {
+        callback_var = PyContextVar_New("npdynamo_capture", NULL);
+        if (callback_var == NULL) {
+            return NULL;
+        }
     }
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) {
@@ -459,7 +1199,9 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (PyModule_AddIntConstant(m, "DEFAULT", NPD_DEFAULT) < 0 ||
         PyModule_AddIntConstant(m, "SKIP", NPD_SKIP) < 0 ||
         PyModule_AddIntConstant(m, "RUN_ONLY", NPD_RUN_ONLY) < 0 ||
-        PyModule_AddObjectRef(m, "FrameView", (PyObject *)&npd_FrameViewType) < 0) {
+        PyModule_AddObjectRef(m, "FrameView", (PyObject *)&npd_FrameViewType) < 0 ||
+        PyModule_AddObjectRef(m, "Capture", (PyObject *)&CaptureType) < 0 ||
+        PyModule_AddObjectRef(m, "Wrapped", (PyObject *)&WrappedType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

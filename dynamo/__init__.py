@@ -29,6 +29,7 @@ from .debug import cache_entries, explain
 from .eval_frame import compile, disable, optimize, reset, run
 from .exc import FullGraphError, InternalError, Unsupported
 from .logs import _from_environment, set_logs
+from .markers import graph_break
 
 __all__ = [
     "compile",
@@ -36,6 +37,7 @@ __all__ = [
     "disable",
     "run",
     "reset",
+    "graph_break",
     "explain",
     "cache_entries",
     "register_backend",

@@ -1,37 +1,260 @@
 """Settings that change how npdynamo compiles. Read by `convert_frame` at every compile.
 
-Change them as attributes (``dynamo.config.cache_size_limit = 16``) or with `patch` in tests.
+Change them as attributes (``dynamo.config.cache_size_limit = 16``), with `patch` (tests), or,
+for some, with an environment variable read once at import. Every option is declared once in
+`OPTIONS` (name, default, accepted values, environment variable, doc), and every way of setting
+it goes through the same validation: a wrong type or value raises TypeError/ValueError naming the
+option and what it accepts, an unknown name raises AttributeError listing the known ones (with a
+"did you mean"), and a bad environment variable makes ``import dynamo`` fail with a ValueError
+naming the variable (a typo in the environment should not silently change nothing).
+
+Skip rules (which code is never captured) are data here too: `skip_dirs`, `include_dirs`,
+`skip_files`, `include_files`; see `convert_frame.skip_reason` for how they combine. Code already
+seen keeps its decision until ``dynamo.reset()``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import difflib
+import importlib.util
 import os
-from typing import Iterator
+import site
+import sys
+import sysconfig
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
 
-__all__ = ["cache_size_limit", "suppress_errors", "max_instructions", "patch"]
+__all__ = [
+    "cache_size_limit", "suppress_errors", "max_instructions",
+    "skip_dirs", "include_dirs", "skip_files", "include_files",
+    "patch", "OPTIONS", "Option",
+]
 
-#: Compiled versions kept per code object; past it the code runs in run-only mode (one warning).
-cache_size_limit: int = int(os.environ.get("DYNAMO_CACHE_SIZE_LIMIT", "8"))
 
-#: True: an internal compiler error falls back to plain Python with a warning.
-#: False: it is raised (useful when debugging npdynamo itself).
-suppress_errors: bool = os.environ.get("DYNAMO_SUPPRESS_ERRORS", "1") != "0"
+# Validators: take the value, return the value to store, or raise TypeError/ValueError with the
+# accepted values (the caller adds the option name).
 
-#: Instructions the translator simulates per frame before giving up (unrolled loops count).
-max_instructions: int = 100_000
+
+def _int_at_least(low: int) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+            raise TypeError(f"expected an int >= {low}, got {value!r} ({type(value).__name__})")
+        value = value.__index__()
+        if value < low:
+            raise ValueError(f"expected an int >= {low}, got {value}")
+        return int(value)
+
+    check.accepted = f"an int >= {low}"  # type: ignore[attr-defined]
+    return check
+
+
+def _bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"expected True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+_bool.accepted = "True or False"  # type: ignore[attr-defined]
+
+
+def _dirs(value: Any) -> tuple[str, ...]:
+    if isinstance(value, (str, bytes, os.PathLike)) or not isinstance(value, (tuple, list)):
+        raise TypeError(f"expected a tuple of directory paths, got {value!r} "
+                        f"({type(value).__name__}); write (path,) for one directory")
+    out = []
+    for item in value:
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"expected directory paths (str or os.PathLike), got {item!r}")
+        path = os.path.abspath(os.fspath(item))
+        if path not in out:
+            out.append(path)
+    return tuple(out)
+
+
+_dirs.accepted = "a tuple of directory paths"  # type: ignore[attr-defined]
+
+
+def _patterns(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        raise TypeError(f"expected a tuple of fnmatch patterns, got {value!r} "
+                        f"({type(value).__name__}); write (pattern,) for one pattern")
+    if not all(isinstance(item, str) for item in value):
+        raise TypeError(f"expected patterns as str, got {value!r}")
+    return tuple(dict.fromkeys(value))
+
+
+_patterns.accepted = "a tuple of fnmatch patterns (str)"  # type: ignore[attr-defined]
+
+
+# Environment parsers: text -> value, ValueError on bad text.
+
+
+def _env_int(text: str) -> int:
+    return int(text.strip())
+
+
+def _env_bool(text: str) -> bool:
+    word = text.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+_env_bool.accepted = "0/1, true/false, yes/no, on/off"  # type: ignore[attr-defined]
+
+
+# Default skip rules ------------------------------------------------------------------------------
+
+
+def _package_dir(name: str) -> str | None:
+    spec = importlib.util.find_spec(name)
+    origin = getattr(spec, "origin", None)
+    return os.path.dirname(os.path.abspath(origin)) if origin else None
+
+
+def _default_skip_dirs() -> tuple[str, ...]:
+    here = os.path.dirname(os.path.abspath(__file__))  # npdynamo never captures itself
+    paths = sysconfig.get_paths()
+    found = [here, _package_dir("fx"), _package_dir("numpy"), paths["stdlib"], paths["platstdlib"]]
+    return _dirs([p for p in found if p])
+
+
+def _default_include_dirs() -> tuple[str, ...]:
+    # Third-party packages are user code, even when site-packages lives inside the stdlib
+    # directory (a python.org build); NumPy's own directory is deeper, so it stays skipped.
+    paths = sysconfig.get_paths()
+    found = [paths["purelib"], paths["platlib"]]
+    with contextlib.suppress(Exception):
+        found += site.getsitepackages()
+    with contextlib.suppress(Exception):
+        found.append(site.getusersitepackages())
+    return _dirs([p for p in found if p])
+
+
+# The table ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its default, how values are checked, and where the environment sets it."""
+
+    name: str
+    default: Any
+    check: Callable[[Any], Any]
+    doc: str
+    env: str | None = None
+    parse_env: Callable[[str], Any] | None = None
+
+    @property
+    def accepted(self) -> str:
+        return getattr(self.check, "accepted", "see the documentation")
+
+    def validate(self, value: Any) -> Any:
+        try:
+            return self.check(value)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"dynamo.config.{self.name}: {exc}") from None
+
+
+OPTIONS: dict[str, Option] = {o.name: o for o in (
+    Option("cache_size_limit", 8, _int_at_least(1),
+           "Compiled versions kept per code object; past it the code runs in run-only mode "
+           "(one warning).", env="DYNAMO_CACHE_SIZE_LIMIT", parse_env=_env_int),
+    Option("suppress_errors", True, _bool,
+           "True: an internal compiler error falls back to plain Python with a warning. False: it "
+           "is raised as dynamo.InternalError (useful when debugging npdynamo itself).",
+           env="DYNAMO_SUPPRESS_ERRORS", parse_env=_env_bool),
+    Option("max_instructions", 100_000, _int_at_least(1),
+           "Instructions the translator simulates per frame before giving up (unrolled loops "
+           "count).", env="DYNAMO_MAX_INSTRUCTIONS", parse_env=_env_int),
+    Option("skip_dirs", _default_skip_dirs(), _dirs,
+           "Code in these directories is never captured: npdynamo, fx, NumPy and the standard "
+           "library by default."),
+    Option("include_dirs", _default_include_dirs(), _dirs,
+           "Code in these directories is captured even inside a skip_dirs entry. The most specific "
+           "(longest) matching directory of the two lists decides; on a tie include_dirs wins. "
+           "Default: site-packages (third-party code is user code)."),
+    Option("skip_files", ("<*>",), _patterns,
+           "fnmatch patterns of code filenames never captured (default: generated code, whose "
+           "filename is like '<frozen ...>'). Checked before the directories."),
+    Option("include_files", ("<string>", "<stdin>", "<ipython*"), _patterns,
+           "fnmatch patterns of code filenames always captured; win over skip_files and the "
+           "directories (exec'd strings, the REPL, IPython cells)."),
+)}
+
+
+def _from_environment(option: Option) -> Any:
+    text = os.environ.get(option.env) if option.env else None
+    if text is None:
+        return option.default
+    accepted = getattr(option.parse_env, "accepted", option.accepted)
+    try:
+        return option.check(option.parse_env(text))
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"environment variable {option.env}={text!r} is invalid: dynamo.config.{option.name} "
+            f"accepts {accepted}; fix or unset {option.env}"
+        ) from None
+
+
+# Module attributes: the current values (read as dynamo.config.<name>).
+cache_size_limit: int
+suppress_errors: bool
+max_instructions: int
+skip_dirs: tuple[str, ...]
+include_dirs: tuple[str, ...]
+skip_files: tuple[str, ...]
+include_files: tuple[str, ...]
+globals().update({name: _from_environment(option) for name, option in OPTIONS.items()})
+
+
+def _unknown(name: str) -> AttributeError:
+    close = difflib.get_close_matches(name, OPTIONS, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return AttributeError(f"dynamo.config has no option {name!r}{hint} "
+                          f"(known options: {', '.join(OPTIONS)})")
 
 
 @contextlib.contextmanager
-def patch(**changes: object) -> Iterator[None]:
-    """Temporarily change settings: ``with config.patch(cache_size_limit=2): ...``."""
-    module = globals()
-    unknown = [name for name in changes if name not in __all__ or name == "patch"]
-    if unknown:
-        raise AttributeError(f"unknown config setting(s) {unknown}; known: {__all__[:-1]}")
-    saved = {name: module[name] for name in changes}
-    module.update(changes)
+def patch(**changes: Any) -> Iterator[None]:
+    """Temporarily change settings: ``with config.patch(cache_size_limit=2): ...``.
+
+    Every value is validated before any is applied."""
+    for name in changes:
+        if name not in OPTIONS:
+            raise _unknown(name)
+    checked = {name: OPTIONS[name].validate(value) for name, value in changes.items()}
+    module = sys.modules[__name__]
+    saved = {name: getattr(module, name) for name in checked}
+    for name, value in checked.items():
+        setattr(module, name, value)
     try:
         yield
     finally:
-        module.update(saved)
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+class _ConfigModule(types.ModuleType):
+    """The class of this module: assignments to options are validated, others are refused."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        option = OPTIONS.get(name)
+        if option is not None:
+            value = option.validate(value)
+        elif not (name.startswith("__") and name.endswith("__")):  # module machinery
+            raise _unknown(name)
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        if name in OPTIONS:
+            raise AttributeError(f"dynamo.config.{name} cannot be deleted; assign "
+                                 f"dynamo.config.OPTIONS[{name!r}].default to restore it")
+        super().__delattr__(name)
+
+
+sys.modules[__name__].__class__ = _ConfigModule

@@ -10,10 +10,11 @@ while the callback runs, so the compiler never traces itself.
 from __future__ import annotations
 
 import dis
+import functools
+import inspect
+import fnmatch
 import logging
 import os
-import sys
-import sysconfig
 import threading
 import traceback
 import types
@@ -22,19 +23,34 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 
 from . import _C, config
-from .exc import BackendError, FullGraphError, InternalError, Unsupported
+from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .logs import get_logger
+from .resume import in_loop_body
 from .symbolic_convert import CompiledFrame, trace_frame
 
-__all__ = ["ConvertFrame", "CompileRecord", "compile_lock", "touched_codes", "records", "skip_code"]
+__all__ = ["ConvertFrame", "CompileRecord", "compile_lock", "touched_codes", "records", "skip_code",
+           "check_fullgraph_target"]
 
 compile_lock = threading.RLock()
 
-#: Every code object the compiler has seen, so `reset()` can clear their caches.
-touched_codes: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+NOTHING_TO_COMPILE = "nothing to compile (no NumPy operations)"
+
+
+class _TouchedCodes(weakref.WeakSet):
+    """Every code object the compiler has seen, so `reset()` can clear their caches. Clearing it
+    (what `reset()` does) also forgets each callback's remembered compile failures."""
+
+    def clear(self) -> None:
+        for callback in list(_all_callbacks):
+            callback.failed.clear()
+            callback.warned.clear()
+        super().clear()
+
+
+touched_codes: "weakref.WeakSet[types.CodeType]" = _TouchedCodes()
+_all_callbacks: "weakref.WeakSet[ConvertFrame]" = weakref.WeakSet()
 
 log_graph = get_logger("graph_code")
 log_guards = get_logger("guards")
@@ -69,25 +85,43 @@ def _record(rec: CompileRecord) -> None:
 
 # Skip rules ------------------------------------------------------------------------------------
 
-_PACKAGE_DIRS = tuple(
-    os.path.dirname(os.path.abspath(mod.__file__)) + os.sep
-    for mod in (sys.modules["dynamo"], sys.modules["fx"], np)
-)
-_STDLIB_DIRS = tuple(
-    {os.path.abspath(p) + os.sep for p in (sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])}
-)
+
+def _longest_match(path: str, dirs: tuple[str, ...]) -> int:
+    """Length of the longest directory of `dirs` containing `path` (-1: none)."""
+    best = -1
+    for d in dirs:
+        prefix = d if d.endswith(os.sep) else d + os.sep
+        if len(d) > best and (path == d or path.startswith(prefix)):
+            best = len(d)
+    return best
 
 
 def skip_reason(code: types.CodeType) -> str | None:
+    """Why `code` is never captured, or None to capture it. Reads the rules in `config`:
+    a filename matching `include_files` is captured, then one matching `skip_files` is skipped;
+    otherwise the most specific directory of `include_dirs` / `skip_dirs` containing the file
+    decides (include on a tie; captured when neither contains it)."""
     filename = code.co_filename
-    if filename.startswith("<") and filename not in ("<string>", "<stdin>") and not filename.startswith("<ipython"):
-        return f"generated code ({filename})"
+    if any(fnmatch.fnmatchcase(filename, p) for p in config.include_files):
+        return None
+    if any(fnmatch.fnmatchcase(filename, p) for p in config.skip_files):
+        return f"generated code or a skipped file ({filename}; dynamo.config.skip_files)"
     path = os.path.abspath(filename)
-    if path.startswith(_PACKAGE_DIRS):
-        return "code of npdynamo or NumPy"
-    if path.startswith(_STDLIB_DIRS) and "site-packages" not in path:
-        return "standard library code"
+    skip = _longest_match(path, config.skip_dirs)
+    if skip > _longest_match(path, config.include_dirs):
+        return f"code in a skipped directory ({path}; dynamo.config.skip_dirs)"
     return None
+
+
+#: Versions kept for a loop body function (or its resume functions): its arguments change on
+#: every iteration, so a body that specialises on them (the loop counter as a constant) would
+#: otherwise compile one version per iteration up to the cache limit.
+LOOP_BODY_VERSIONS = 2
+
+
+def _version_limit(code: types.CodeType) -> int:
+    limit = config.cache_size_limit
+    return min(limit, LOOP_BODY_VERSIONS) if in_loop_body(code) else limit
 
 
 def skip_code(code: types.CodeType) -> None:
@@ -102,19 +136,53 @@ def _where(code: types.CodeType) -> str:
 # The callback ------------------------------------------------------------------------------
 
 
-@dataclass
+_GENERATOR_FLAGS = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+                    | inspect.CO_ITERABLE_COROUTINE)
+
+
+def check_fullgraph_target(fn: Any) -> None:
+    """Raise FullGraphError if `fn` is a generator, coroutine or async generator function: the
+    hook never captures their frames, so ``fullgraph=True`` could not keep its promise."""
+    target = fn
+    for _ in range(100):  # partials and bound methods around the function
+        inner = getattr(target, "func", None) if isinstance(target, functools.partial) else \
+            getattr(target, "__func__", None)
+        if inner is None:
+            break
+        target = inner
+    code = getattr(target, "__code__", None)
+    if isinstance(code, types.CodeType) and code.co_flags & _GENERATOR_FLAGS:
+        coroutine = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
+        kind = ("an async generator" if code.co_flags & inspect.CO_ASYNC_GENERATOR else
+                "a coroutine" if code.co_flags & coroutine else "a generator")
+        raise FullGraphError(
+            f"fullgraph=True but {_where(code)} is {kind} function: generators and coroutines "
+            "are never captured (their frames are suspended and resumed); compile the NumPy work "
+            "as a plain function called from it, or drop fullgraph=True"
+        )
+
+
+@dataclass(eq=False)  # hashed by identity: the C cache tags entries with the callback
 class ConvertFrame:
     """The callable installed in the C hook: compile one frame with `backend`."""
 
     backend: Callable
     fullgraph: bool = False
     warned: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
+    #: Codes this callback failed to compile (internal or backend error): they run unmodified
+    #: for this callback only (another backend may still compile them) until `reset()`.
+    failed: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
+
+    def __post_init__(self) -> None:
+        _all_callbacks.add(self)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         code = frame.f_code
         reason = skip_reason(code)
         if reason is not None:
             skip_code(code)
+            return None
+        if code in self.failed:
             return None
         with compile_lock:
             touched_codes.add(code)
@@ -124,26 +192,32 @@ class ConvertFrame:
                 # call runs unmodified; later calls hit the cache.
                 return None
             recompile_reason = self._recompile_reason(frame, entries) if entries else None
-            if len(_C.get_cache_entries(code)) >= config.cache_size_limit:
+            if len(_C.get_cache_entries(code)) >= _version_limit(code):
                 self._hit_limit(code, recompile_reason)
                 return None
             if recompile_reason is not None:
                 log_recompiles.info("Recompiling %s: %s", _where(code), recompile_reason)
             try:
-                compiled = trace_frame(frame, self.backend)
+                compiled = trace_frame(frame, self.backend, allow_breaks=not self.fullgraph)
+            except UserCodeError as exc:
+                return self._user_error(code, exc, recompile_reason)
             except Unsupported as exc:
                 return self._unsupported(code, exc, bool(entries), recompile_reason)
             except Exception as exc:
+                if isinstance(exc.__cause__ or exc, (RecursionError, MemoryError)):
+                    return None  # no stack/memory left now, nothing wrong with the code: retry later
                 return self._internal_error(code, exc)
             if compiled is None:
-                _record(CompileRecord(code, reason="nothing to compile (no NumPy operations)"))
+                _record(CompileRecord(code, reason=NOTHING_TO_COMPILE))
                 if not entries:
                     skip_code(code)
                 return None
             _C.set_code_state(compiled.code, _C.SKIP)
             self._log(compiled)
-            _record(CompileRecord(code, compiled=compiled, recompile_reason=recompile_reason,
-                                  seconds=compiled.result.compile_seconds))
+            if compiled.break_reason is not None:
+                log_breaks.info("Graph break in %s: %s", _where(code), compiled.break_reason)
+            _record(CompileRecord(code, compiled=compiled, reason=compiled.break_reason,
+                                  recompile_reason=recompile_reason, seconds=compiled.seconds))
             return compiled.check_fn, compiled.code
 
     def _recompile_reason(self, frame: Any, entries: list) -> str:
@@ -153,6 +227,13 @@ class ConvertFrame:
 
     def _hit_limit(self, code: types.CodeType, reason: str | None) -> None:
         _C.set_code_state(code, _C.RUN_ONLY)
+        if in_loop_body(code):
+            # Expected, not the user's doing: a loop body that specialises on the loop counter.
+            message = (f"the loop body recompiles on every iteration ({reason}); it keeps its "
+                       f"{LOOP_BODY_VERSIONS} versions and runs in plain Python otherwise")
+            log_recompiles.info("%s: %s", _where(code), message)
+            _record(CompileRecord(code, reason=message))
+            return
         if code not in self.warned:
             self.warned.add(code)
             warnings.warn(
@@ -175,6 +256,15 @@ class ConvertFrame:
             skip_code(code)
         return None
 
+    def _user_error(self, code, exc: UserCodeError, recompile_reason) -> None:
+        # The user's own code raises for these (guarded) values: run the frame in plain Python,
+        # which raises the user's exception with the user's traceback, also with fullgraph=True
+        # (a FullGraphError would hide the real bug). Not marked SKIP: other values may compile.
+        message = f"{exc.reason} at {exc.location}" if exc.location else exc.reason
+        log_breaks.info("Not capturing %s: %s", _where(code), message)
+        _record(CompileRecord(code, reason=message, recompile_reason=recompile_reason))
+        return None
+
     def _internal_error(self, code, exc: Exception) -> None:
         if isinstance(exc, BackendError):
             message = str(exc)
@@ -190,12 +280,14 @@ class ConvertFrame:
         )
         log_breaks.info("Internal error compiling %s:\n%s", _where(code), traceback.format_exc())
         _record(CompileRecord(code, reason=f"internal error: {message}"))
-        skip_code(code)
+        # Remembered for this callback only: another backend may compile this code.
+        self.failed.add(code)
+        touched_codes.add(code)
         return None
 
     def _log(self, compiled: CompiledFrame) -> None:
-        gm = compiled.result.graph_module
-        if log_graph.isEnabledFor(logging.INFO):
+        gm = compiled.result.graph_module if compiled.result is not None else None
+        if gm is not None and log_graph.isEnabledFor(logging.INFO):
             log_graph.info("Graph for %s:\n%s", _where(compiled.original_code), gm.code)
         if log_guards.isEnabledFor(logging.INFO):
             log_guards.info("Guards for %s:\n%s", _where(compiled.original_code), "\n".join(compiled.check_fn.guards))

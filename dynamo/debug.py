@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import _C
-from .convert_frame import CompileRecord, records, side_by_side
+from .convert_frame import NOTHING_TO_COMPILE, CompileRecord, records, side_by_side
 from .eval_frame import reset
 
 __all__ = ["explain", "ExplainOutput", "cache_entries", "CacheEntryView"]
@@ -24,7 +24,10 @@ class ExplainOutput:
     graphs: list = field(default_factory=list)
     graph_count: int = 0
     graph_break_count: int = 0
+    #: Why a graph ended before its frame returned (a graph break), with file:line.
     break_reasons: list[str] = field(default_factory=list)
+    #: Frames that produced no graph at all and ran in plain Python, with the reason.
+    skipped_frames: list[str] = field(default_factory=list)
     ops_per_graph: list[list[str]] = field(default_factory=list)
     guards: list[str] = field(default_factory=list)
     compile_times: list[float] = field(default_factory=list)
@@ -41,6 +44,9 @@ class ExplainOutput:
         if self.break_reasons:
             lines.append("\nBreak reasons:")
             lines.extend(f"  {i + 1}. {reason}" for i, reason in enumerate(self.break_reasons))
+        if self.skipped_frames:
+            lines.append("\nFrames run in plain Python:")
+            lines.extend(f"  - {reason}" for reason in self.skipped_frames)
         if self.recompile_reasons:
             lines.append("\nRecompile reasons:")
             lines.extend(f"  - {reason}" for reason in self.recompile_reasons)
@@ -78,15 +84,18 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
         out = ExplainOutput(result=result)
         for rec in sink:
             if rec.compiled is not None:
-                gm = rec.compiled.result.graph_module
-                out.graphs.append(gm)
-                out.ops_per_graph.append(_ops(gm))
                 out.guards.extend(rec.compiled.check_fn.guards)
-                if "fusion_report" in gm.meta:
-                    out.fusion_reports.append(gm.meta["fusion_report"])
-                out.compile_times.append(rec.seconds)
-            elif rec.reason is not None:
-                out.break_reasons.append(f"{rec.code.co_qualname}: {rec.reason}")
+                if rec.compiled.break_reason is not None:
+                    out.break_reasons.append(f"{rec.code.co_qualname}: {rec.compiled.break_reason}")
+                if rec.compiled.result is not None:
+                    gm = rec.compiled.result.graph_module
+                    out.graphs.append(gm)
+                    out.ops_per_graph.append(_ops(gm))
+                    if "fusion_report" in gm.meta:
+                        out.fusion_reports.append(gm.meta["fusion_report"])
+                    out.compile_times.append(rec.seconds)
+            elif rec.reason is not None and not rec.reason.startswith(NOTHING_TO_COMPILE):
+                out.skipped_frames.append(f"{rec.code.co_qualname}: {rec.reason}")
             if rec.recompile_reason:
                 out.recompile_reasons.append(f"{rec.code.co_qualname}: {rec.recompile_reason}")
         out.graph_count = len(out.graphs)

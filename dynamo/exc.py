@@ -2,13 +2,17 @@
 
 `Unsupported` is raised by the translator when it meets code it cannot capture (the frame then runs
 unmodified, and the reason is recorded); it carries the user's ``file:line``. `FullGraphError` is
-what a user sees with ``fullgraph=True``. `InternalError` wraps a bug in the compiler itself: by
-default it is reported as a warning and the frame falls back to plain Python.
+what a user sees with ``fullgraph=True``. `UserCodeError` is an `Unsupported` for an error of the
+user's own code met while tracing (``~0.5``, ``len(3)``): the frame runs in plain Python so that
+Python raises the user's exception, with the user's traceback, even with ``fullgraph=True``.
+`InternalError` wraps a bug in the compiler itself: by default it is reported as a warning and the
+frame falls back to plain Python.
 """
 
 from __future__ import annotations
 
-__all__ = ["DynamoError", "Unsupported", "FullGraphError", "InternalError", "BackendError"]
+__all__ = ["DynamoError", "Unsupported", "UserCodeError", "FullGraphError", "InternalError",
+           "BackendError"]
 
 
 class DynamoError(Exception):
@@ -25,6 +29,16 @@ class Unsupported(DynamoError):
 
     def __str__(self) -> str:
         return f"{self.reason} (at {self.location})" if self.location else self.reason
+
+
+class UserCodeError(Unsupported):
+    """The user's code raises `error` (an exception type) for the traced values; plain Python must
+    run it so the user sees their own exception."""
+
+    def __init__(self, reason: str, error: type[BaseException],
+                 location: str | None = None) -> None:
+        super().__init__(reason, location)
+        self.error = error
 
 
 class FullGraphError(DynamoError):

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from .source import AttrSource, GetItemSource, Source
+from .source import AttrSource, GetItemSource, Source, guard_parameter
 
 __all__ = ["Guard", "GuardBuilder", "build_check_fn"]
 
@@ -63,7 +64,9 @@ class GuardBuilder:
     """Turns guards into Python expressions; objects they compare with become globals."""
 
     def __init__(self) -> None:
-        self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign}
+        # Builtins under names no parameter can shadow (a frame may have a local called `type`).
+        self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign,
+                                         "___type": type, "___len": len, "___repr": repr}
         self._names: dict[int, str] = {}
         self._counter = itertools.count()
 
@@ -83,17 +86,23 @@ class GuardBuilder:
     # One method per guard kind; each returns the guard's checks, cheapest and most basic first.
 
     def TYPE_MATCH(self, e: str, expected: type) -> list[str]:
-        return [f"type({e}) is {self.const(expected, expected.__name__)}"]
+        return [f"___type({e}) is {self.const(expected, expected.__name__)}"]
 
     def ID_MATCH(self, e: str, expected: _Identity) -> list[str]:
         obj = expected.obj
         return [f"{e} is {self.const(obj, getattr(obj, '__name__', type(obj).__name__))}"]
 
+    def FUNCTION_MATCH(self, e: str, expected: tuple[_Identity, _Identity]) -> list[str]:
+        code, namespace = expected[0].obj, expected[1].obj
+        return [f"___type({e}) is {self.const(types.FunctionType, 'function')}",
+                f"{e}.__code__ is {self.const(code, code.co_name + '_code')}",
+                f"{e}.__globals__ is {self.const(namespace, 'function_globals')}"]
+
     def CONSTANT_MATCH(self, e: str, expected: tuple[type, object]) -> list[str]:
         typ, value = expected
         if value is None:
             return [f"{e} is None"]
-        checks = [f"type({e}) is {self.const(typ, typ.__name__)}"]
+        checks = [f"___type({e}) is {self.const(typ, typ.__name__)}"]
         if typ is float and value != value:
             checks.append(f"{e} != {e}")
         elif typ is float and value == 0.0:
@@ -102,7 +111,7 @@ class GuardBuilder:
             checks.append(f"___copysign(1.0, {e}) == {math.copysign(1.0, value)!r}")
         elif typ is complex:
             # repr keeps the sign of zero parts and NaNs, which == does not.
-            checks.append(f"repr({e}) == {repr(value)!r}")
+            checks.append(f"___repr({e}) == {repr(value)!r}")
         elif typ in _SIMPLE_CONSTANT_TYPES or (typ is float and abs(value) != float("inf")):
             checks.append(f"{e} == {value!r}")
         else:
@@ -112,22 +121,27 @@ class GuardBuilder:
     def NDARRAY_MATCH(self, e: str, expected: tuple[np.dtype, tuple[int, ...], bool]) -> list[str]:
         dtype, shape, contiguous = expected
         d = self.const(dtype, dtype.name)
-        checks = [f"type({e}) is ___ndarray", f"({e}.dtype is {d} or {e}.dtype == {d})", f"{e}.shape == {shape!r}"]
+        checks = [f"___type({e}) is ___ndarray", f"({e}.dtype is {d} or {e}.dtype == {d})", f"{e}.shape == {shape!r}"]
         if contiguous:
             checks.append(f"{e}.flags.c_contiguous")
         return checks
 
     def SEQUENCE_LENGTH(self, e: str, expected: tuple[type, int]) -> list[str]:
         typ, length = expected
-        return [f"type({e}) is {self.const(typ, typ.__name__)}", f"len({e}) == {length}"]
+        return [f"___type({e}) is {self.const(typ, typ.__name__)}", f"___len({e}) == {length}"]
 
     def DICT_KEYS(self, e: str, expected: tuple[type, frozenset]) -> list[str]:
         typ, keys = expected
-        return [f"type({e}) is {self.const(typ, typ.__name__)}", f"{e}.keys() == {self.const(keys, 'keys')}"]
+        return [f"___type({e}) is {self.const(typ, typ.__name__)}", f"{e}.keys() == {self.const(keys, 'keys')}"]
 
     def NOT_IN_GLOBALS(self, e: str, expected: str) -> list[str]:
         # `e` is ``___globals['name']``; the name must keep resolving to the builtin.
         return [f"{expected!r} not in ___globals"]
+
+    def NOT_IN_DICT(self, e: str, expected: str) -> list[str]:
+        # `e` is another module's globals (a function inlined from there): the name must keep
+        # resolving to the builtin.
+        return [f"{expected!r} not in {e}"]
 
 
 def _hashable(value: Any) -> Any:
@@ -159,7 +173,7 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> 
     ordered = sorted(unique.values(), key=lambda g: (_depth(g.source), g.order))
     per_guard = [builder.checks(g) for g in ordered]
     parts = [check for checks in per_guard for check in checks]
-    names = [*argnames, "___globals", "___closure"]
+    names = [*map(guard_parameter, argnames), "___globals", "___closure"]
     fn_name = f"___check_{''.join(ch if ch.isalnum() else '_' for ch in code_name)}_{next(_check_counter)}"
     body = " and\n            ".join(parts) if parts else "True"
     source = (
@@ -171,7 +185,7 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> 
     )
     scope = dict(builder.scope)
     exec(compile(source, f"<guards {fn_name}>", "exec"), scope)
-    check_fn = scope[fn_name]
+    check_fn = scope.pop(fn_name)  # not left in its own globals: that would be a cycle
     check_fn.source = source
     check_fn.guards = [f"{' and '.join(checks)}    # {g.source.name()}: {g.kind}" for g, checks in zip(ordered, per_guard)]
 

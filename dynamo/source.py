@@ -37,6 +37,14 @@ class Source:
         return self.name()
 
 
+def guard_parameter(local_name: str) -> str:
+    """The guard function's parameter for a local: its own name when that is an identifier (locals
+    made by tools, such as pytest's ``@py_assert1``, are not)."""
+    if local_name.isidentifier():
+        return local_name
+    return "___local_" + "".join(ch if ch.isalnum() else "_" for ch in local_name)
+
+
 @dataclass(frozen=True)
 class LocalSource(Source):
     """An argument of the frame. ``is_cell``: the argument is captured by an inner function."""
@@ -45,7 +53,7 @@ class LocalSource(Source):
     is_cell: bool = False
 
     def guard_expr(self) -> str:
-        return self.local_name
+        return guard_parameter(self.local_name)
 
     def reconstruct(self, codegen: "Codegen") -> None:
         if self.is_cell:

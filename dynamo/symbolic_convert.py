@@ -11,6 +11,7 @@ One handler method per opcode, named after it; the dispatch table is built once 
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import operator
 import time
@@ -18,14 +19,18 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import CellVar, FreeVar, Instr, Label
 from bytecode.instr import BinaryOp, Compare
 
 from . import config
-from .codegen import argument_names, transform_code
-from .exc import Unsupported
+from .bytecode_analysis import code_info
+from .codegen import BreakExit, ReturnExit, argument_names, transform_code
+from .exc import Unsupported, UserCodeError
 from .guards import Guard, build_check_fn
+from .loops import plan_loop
 from .output_graph import GraphResult, OutputGraph
+from .resume import STACK_PREFIX, plain_loop_reason
+from .side_effects import SideEffects
 from .source import ClosureSource, GlobalSource, LocalSource
 from .variables import (
     BuiltinVariable,
@@ -33,6 +38,7 @@ from .variables import (
     DictVariable,
     IteratorVariable,
     ListVariable,
+    MethodVariable,
     NDArrayVariable,
     NullVariable,
     TupleVariable,
@@ -40,7 +46,9 @@ from .variables import (
     VariableTracker,
 )
 from .variables.builder import wrap_constant
+from .variables.constant import run_user_op, user_error
 from .variables.containers import _Sequence
+from .variables.lazy import LazyVariable, realize
 
 __all__ = ["InstructionTranslator", "CompiledFrame", "trace_frame"]
 
@@ -83,28 +91,30 @@ class CompiledFrame:
     check_fn: Callable[..., bool]
     code: types.CodeType
     original_code: types.CodeType
-    result: GraphResult
+    #: The compiled graph; None when the frame breaks before any operation was recorded.
+    result: GraphResult | None
+    #: Why the graph ended before the frame's return (a graph break), with file:line.
+    break_reason: str | None = None
+    seconds: float = 0.0
 
 
 class InstructionTranslator:
     """Translates the frame being compiled (its arguments and closure come from the C hook)."""
 
-    def __init__(self, frame: Any, code: types.CodeType, output: OutputGraph) -> None:
+    def __init__(self, frame: Any, code: types.CodeType, output: OutputGraph,
+                 break_at: tuple[int, str] | None = None) -> None:
         self.frame = frame
         self.code = code
         self.output = output
         self.argnames = argument_names(self.code)
-        self.instructions: list[Instr] = []
-        self.labels: dict[Label, int] = {}
-        for item in Bytecode.from_code(self.code):
-            if isinstance(item, Label):
-                self.labels[item] = len(self.instructions)
-            elif isinstance(item, (TryBegin, TryEnd)):
-                self.lineno = self.code.co_firstlineno
-                raise Unsupported("try/except and with blocks are not supported yet",
-                                  self.user_location(include_line=False))
-            elif isinstance(item, Instr):
-                self.instructions.append(item)
+        self.info = code_info(code)
+        self.instructions: list[Instr] = self.info.instructions
+        self.labels: dict[Label, int] = self.info.labels
+        #: (instruction index, "at" or "before"): end the graph there (a graph break); set on the
+        #: second pass, once the first pass has found where capture must stop.
+        self.break_at = break_at
+        self.break_exit: BreakExit | None = None
+        self.index: int | None = 0  # the instruction being run
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
         self.deleted: set[str] = set()
@@ -113,14 +123,20 @@ class InstructionTranslator:
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None
         self.steps = 0
+        self.deadline = time.perf_counter() + TRACE_SECONDS
+        #: changes to objects from outside the frame, replayed after the graph (root only)
+        self.side_effects = SideEffects()
 
     # Driver ----------------------------------------------------------------------------------
 
     def run(self) -> None:
         while self.return_value is None:
-            if self.total_steps() > config.max_instructions:
-                raise Unsupported(f"more than {config.max_instructions} instructions (a long loop?)",
-                                  self.user_location())
+            if self.break_at is not None and self.ip == self.break_at[0]:
+                self.break_exit = self.graph_break_exit()
+                return
+            if self.steps & 255 == 255 or self.total_steps() > config.max_instructions:
+                self.check_budget()
+            self.index = self.ip
             inst = self.instructions[self.ip]
             self.ip += 1
             self.steps += 1
@@ -128,6 +144,8 @@ class InstructionTranslator:
                 self.lineno = inst.lineno
             handler = self.dispatch.get(inst.name)
             try:
+                if self.info.in_exception_block(self.index):
+                    raise Unsupported("try/except and with blocks are not supported yet")
                 if handler is None:
                     raise Unsupported(f"the bytecode {inst.name} is not supported yet")
                 handler(self, inst)
@@ -138,6 +156,26 @@ class InstructionTranslator:
 
     def total_steps(self) -> int:
         return self.steps
+
+    def check_budget(self) -> None:
+        """Tracing stops when a frame (with everything inlined into it) has run too many
+        instructions or for too long: long unrolled loops are left to Python instead."""
+        root = self.root()
+        if self.total_steps() > config.max_instructions:
+            what = f"more than {config.max_instructions} instructions (dynamo.config.max_instructions)"
+        elif time.perf_counter() > root.deadline:
+            what = f"more than {TRACE_SECONDS:g} s"
+        else:
+            return
+        raise BudgetExceeded(f"tracing took {what}; a loop this long is not unrolled",
+                             self.user_location())
+
+    def root(self) -> "InstructionTranslator":
+        """The translator of the frame being compiled (not of an inlined call)."""
+        return self
+
+    def inline_depth(self) -> int:
+        return 0
 
     def user_location(self, include_line: bool = True) -> str:
         where = f"{self.code.co_filename}:{self.lineno}"
@@ -151,17 +189,75 @@ class InstructionTranslator:
         self.stack.append(vt)
 
     def pop(self) -> VariableTracker:
-        return self.stack.pop()
+        """The top of the stack, realized: the caller is about to look at it."""
+        return realize(self.stack.pop())
 
     def popn(self, n: int) -> list[VariableTracker]:
         if n == 0:
             return []
         items = self.stack[-n:]
         del self.stack[-n:]
-        return items
+        return [realize(item) for item in items]
 
     def jump(self, inst: Instr) -> None:
         self.ip = self.labels[inst.arg]
+
+    # Graph breaks ------------------------------------------------------------------------------
+
+    def break_kind(self, index: int, exc: Unsupported) -> str | None:
+        """How the trace may end at instruction `index`, which raised `exc`:
+
+        * ``"at"``: run that instruction in plain Python between the graph and a resume function
+          that continues after it (calls, data-dependent branches, ...);
+        * ``"before"``: end the graph before it; the resume function starts with it (and, if the
+          translator cannot handle it there either, runs in plain Python). Only worth it when the
+          graph holds operations.
+        * None: no break here; the frame runs in plain Python.
+
+        Never inside a loop (every iteration would nest one more resume function), and an
+        instruction inside a ``try``/``with`` block never runs outside its handler."""
+        if self.info.in_loop(index):
+            return None  # (the caller ends the graph before the loop instead)
+        inst = self.instructions[index]
+        if inst.name in BREAKABLE and not self.info.in_exception_block(index):
+            return "at"
+        # Not between KW_NAMES and its CALL: the keyword names are translator state, not a
+        # stack value, so a resume function starting there would lose them.
+        if self._has_operations() and not self.kw_names:
+            return "before"
+        return None
+
+    def _has_operations(self) -> bool:
+        return any(n.op in ("call_function", "call_method") for n in self.output.graph.nodes)
+
+    def graph_break_exit(self) -> BreakExit:
+        """How the frame continues when the trace stops before instruction `self.ip`."""
+        index, kind = self.break_at
+        inst = self.instructions[index]
+        if kind in ("before", "loop"):
+            run: list[Instr] = []
+            consumed = 0
+        elif inst.name == "CALL":
+            kw = [Instr("KW_NAMES", self.kw_names)] if self.kw_names else []
+            run = kw + [Instr("PRECALL", inst.arg), Instr("CALL", inst.arg)]
+            consumed = inst.arg + 2
+        else:
+            run = [Instr(inst.name, inst.arg)]
+            consumed = -inst.pre_and_post_stack_effect(jump=False)[0]
+        for instr in run:
+            instr.lineno = inst.lineno
+        targets = [(index + 1 if run else index, False)]
+        if run and inst.has_jump():
+            targets.append((self.info.target(index), True))
+        continuations = []
+        for target, jumped in targets:
+            pushed = consumed + sum(i.stack_effect(jump=jumped) for i in run)
+            continuations.append((target, pushed, tuple(sorted(self.info.live_locals(target)))))
+        untouched = frozenset(name for name in self.argnames
+                              if name not in self.locals and name not in self.deleted)
+        return BreakExit(index=index, reason="", stack=list(self.stack), consumed=consumed,
+                         run=run, locals=dict(self.locals), continuations=continuations,
+                         untouched_args=untouched)
 
     # Values ----------------------------------------------------------------------------------
 
@@ -174,10 +270,7 @@ class InstructionTranslator:
         if isinstance(a, _Sequence) or isinstance(b, _Sequence):
             return self._sequence_op(op, a, b)
         if a.is_python_constant() and b.is_python_constant():
-            try:
-                return wrap_constant(op(a.as_python_constant(), b.as_python_constant()))
-            except Exception as exc:
-                raise Unsupported(f"{op.__name__} on constants raised {type(exc).__name__}: {exc}") from None
+            return wrap_constant(run_user_op(op, a.as_python_constant(), b.as_python_constant()))
         raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()} is not supported")
 
     def _sequence_op(self, op: Callable, a: VariableTracker, b: VariableTracker) -> VariableTracker:
@@ -202,10 +295,11 @@ class InstructionTranslator:
         if name in self.locals:
             return self.locals[name]
         if name in self.argnames and name not in self.deleted:
-            vt = VariableBuilder(self, LocalSource(name, is_cell))(self.frame.f_locals[name])
+            vt = LazyVariable(self, LocalSource(name, is_cell), self.frame.f_locals[name])
             self.locals[name] = vt
             return vt
-        raise Unsupported(f"local variable {name!r} is used before it is assigned (UnboundLocalError)")
+        raise user_error(UnboundLocalError,
+                         f"local variable {name!r} is used before it is assigned")
 
     # Loads and stores --------------------------------------------------------------------------
 
@@ -215,7 +309,7 @@ class InstructionTranslator:
     LOAD_FAST_CHECK = LOAD_FAST
 
     def STORE_FAST(self, inst: Instr) -> None:
-        value = self.pop()
+        value = self.stack.pop()  # moving a value does not look at it (it may stay lazy)
         self.locals[inst.arg] = value
         self.deleted.discard(inst.arg)
         self.name_graph_value(value, inst.arg)
@@ -250,10 +344,12 @@ class InstructionTranslator:
             return VariableBuilder(self, source)(self.frame.f_globals[name])
         builtins_ns = self.frame.f_builtins
         if name not in builtins_ns:
-            raise Unsupported(f"name {name!r} is not defined (NameError)")
+            raise user_error(NameError, f"name {name!r} is not defined")
         self.output.add_guard(Guard(source, "NOT_IN_GLOBALS", name))
         value = builtins_ns[name]
-        vt = BuiltinVariable(value) if callable(value) else wrap_constant(value)
+        # The source rebuilds it in generated code: LOAD_GLOBAL finds the builtin, and the guard
+        # above says no global shadows it.
+        vt = BuiltinVariable(value, source=source) if callable(value) else wrap_constant(value)
         self.output.wrapped[source] = vt
         return vt
 
@@ -272,12 +368,20 @@ class InstructionTranslator:
         try:
             value = self.frame.closure[index].cell_contents
         except ValueError:
-            raise Unsupported(f"free variable {name!r} is referenced before assignment") from None
+            value = _EMPTY_CELL
+        if value is _EMPTY_CELL:
+            raise user_error(NameError, f"free variable {name!r} is referenced before assignment")
         return VariableBuilder(self, source)(value)
 
     def STORE_DEREF(self, inst: Instr) -> None:
         if isinstance(inst.arg, FreeVar):
-            raise Unsupported(f"assigning the nonlocal variable {inst.arg.name!r} (a side effect on a closure cell)")
+            # ``nonlocal``: the cell is shared with the enclosing function; replayed after the
+            # graph, and later reads in this frame see the new value.
+            name = inst.arg.name
+            value = self.stack.pop()
+            self.output.wrapped[ClosureSource(name, self.code.co_freevars.index(name))] = value
+            self.side_effects.cells[name] = value
+            return
         value = self.pop()
         self.locals[inst.arg.name] = value
         self.name_graph_value(value, inst.arg.name)
@@ -288,10 +392,14 @@ class InstructionTranslator:
     def MAKE_FUNCTION(self, inst: Instr) -> None:
         code = self.pop().as_python_constant()
         closure = self.pop() if inst.arg & 0x08 else None
-        if inst.arg & 0x07 or code.co_name not in COMPREHENSIONS:
-            raise Unsupported(f"creating the function {code.co_name!r} inside a captured frame "
-                              "(only comprehensions and generator expressions are inlined)")
-        self.push(ComprehensionVariable(code, closure.items if closure is not None else []))
+        annotations = self.pop() if inst.arg & 0x04 else None
+        kwdefaults = self.pop() if inst.arg & 0x02 else None
+        defaults = self.pop() if inst.arg & 0x01 else None
+        cells = closure.items if closure is not None else []
+        if code.co_name in COMPREHENSIONS and not inst.arg & 0x07:
+            self.push(ComprehensionVariable(code, cells))
+            return
+        self.push(NestedFunctionVariable(self, code, defaults, kwdefaults, annotations, cells))
 
     def RETURN_GENERATOR(self, inst: Instr) -> None:
         raise Unsupported("generator functions are not captured")
@@ -305,10 +413,17 @@ class InstructionTranslator:
         self.push(obj.var_getattr(self, inst.arg))
 
     def STORE_ATTR(self, inst: Instr) -> None:
-        raise Unsupported(f"setting attribute {inst.arg!r} (side effects on objects are not replayed yet)")
+        obj = self.pop()
+        value = self.stack.pop()
+        store = getattr(obj, "store_attr", None)
+        if store is None:
+            raise Unsupported(f"setting attribute {inst.arg!r} of {obj.describe()}")
+        store(self, inst.arg, value)
 
     def STORE_GLOBAL(self, inst: Instr) -> None:
-        raise Unsupported(f"assigning the global {inst.arg!r} (side effects on globals are not replayed yet)")
+        value = self.stack.pop()
+        self.output.wrapped[GlobalSource(inst.arg)] = value  # later reads see the new value
+        self.root().side_effects.globals[inst.arg] = value
 
     # Calls -----------------------------------------------------------------------------------
 
@@ -358,6 +473,8 @@ class InstructionTranslator:
         self.push(self.binary_op(BINARY_OPS[inst.arg], a, b))
 
     def COMPARE_OP(self, inst: Instr) -> None:
+        # (`while err > tol` after `err = float(...)`: compared in Python, no guard on err)
+        self._refuse_passed_through(self.stack[-2:], "comparing")
         b = self.pop()
         a = self.pop()
         self.push(self.binary_op(COMPARE_OPS[inst.arg], a, b))
@@ -368,7 +485,7 @@ class InstructionTranslator:
         if isinstance(a, NDArrayVariable):
             self.push(self.output.call_function(self, op, [a], {}))
         else:
-            self.push(wrap_constant(op(a.as_python_constant())))
+            self.push(wrap_constant(run_user_op(op, a.as_python_constant())))
 
     UNARY_NEGATIVE = UNARY_POSITIVE = UNARY_INVERT = _unary
 
@@ -397,9 +514,10 @@ class InstructionTranslator:
             raise Unsupported(f"'in' with {item.describe()}")
         value = item.as_python_constant()
         if isinstance(container, DictVariable):
-            found = value in container.items
+            found = run_user_op(operator.contains, container.items, value)
         else:
-            found = any(v.is_python_constant() and v.as_python_constant() == value
+            found = any(v.is_python_constant()
+                        and run_user_op(operator.eq, v.as_python_constant(), value)
                         for v in container.unpack(self))
         self.push(ConstantVariable(found != bool(inst.arg)))
 
@@ -421,9 +539,9 @@ class InstructionTranslator:
             self.output.call_function(self, operator.setitem, [obj, key, value], {})
         elif isinstance(obj, ListVariable):
             obj.check_mutable()
-            obj.items[key.as_python_constant()] = value
+            run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
         elif isinstance(obj, DictVariable) and obj.source is None:
-            obj.items[key.as_python_constant()] = value
+            run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
         else:
             raise Unsupported(f"item assignment on {obj.describe()}")
 
@@ -437,11 +555,12 @@ class InstructionTranslator:
 
     def BUILD_MAP(self, inst: Instr) -> None:
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({k.as_python_constant(): v for k, v in zip(flat[::2], flat[1::2])}))
+        keys = [k.as_python_constant() for k in flat[::2]]
+        self.push(DictVariable(run_user_op(dict, zip(keys, flat[1::2]))))
 
     def BUILD_CONST_KEY_MAP(self, inst: Instr) -> None:
         keys = self.pop().as_python_constant()
-        self.push(DictVariable(dict(zip(keys, self.popn(inst.arg)))))
+        self.push(DictVariable(run_user_op(dict, zip(keys, self.popn(inst.arg)))))
 
     def BUILD_SLICE(self, inst: Instr) -> None:
         parts = self.popn(inst.arg)
@@ -450,15 +569,31 @@ class InstructionTranslator:
         self.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
 
     def BUILD_STRING(self, inst: Instr) -> None:
-        self.push(ConstantVariable("".join(p.as_python_constant() for p in self.popn(inst.arg))))
+        self._refuse_passed_through(self.stack[len(self.stack) - inst.arg:], "joining")
+        parts = [p.as_python_constant() for p in self.popn(inst.arg)]
+        self.push(ConstantVariable(run_user_op("".join, parts)))
+
+    def _refuse_passed_through(self, values: list, what: str) -> None:
+        """A value a resume function received on its stack and has not looked at is usually
+        computed from array data before the break (``float(a.mean())``, or its formatted
+        text). Making a string from it here would guard on its exact value and recompile on
+        every new one: the graph breaks instead, and Python does it."""
+        for raw in values:
+            if (type(raw) is LazyVariable and isinstance(raw.source, LocalSource)
+                    and raw.source.local_name.startswith(STACK_PREFIX)
+                    and type(raw.value) in (float, str)):
+                raise Unsupported(f"{what} {raw.source.name()}, a value from before a graph "
+                                  "break (no guard on its exact value)")
 
     def FORMAT_VALUE(self, inst: Instr) -> None:
+        self._refuse_passed_through([self.stack[-2] if inst.arg & 0x04 else self.stack[-1]],
+                                    "formatting")
         spec = self.pop().as_python_constant() if (inst.arg & 0x04) else ""
         value = self.pop().as_python_constant()
         conversion = {1: str, 2: repr, 3: ascii}.get(inst.arg & 0x03)
         if conversion is not None:
-            value = conversion(value)
-        self.push(ConstantVariable(format(value, spec)))
+            value = run_user_op(conversion, value)
+        self.push(ConstantVariable(run_user_op(format, value, spec)))
 
     def LIST_APPEND(self, inst: Instr) -> None:
         value = self.pop()
@@ -471,7 +606,7 @@ class InstructionTranslator:
     def MAP_ADD(self, inst: Instr) -> None:
         value = self.pop()
         key = self.pop()
-        self.stack[-inst.arg].items[key.as_python_constant()] = value
+        run_user_op(operator.setitem, self.stack[-inst.arg].items, key.as_python_constant(), value)
 
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
@@ -487,7 +622,7 @@ class InstructionTranslator:
     def UNPACK_SEQUENCE(self, inst: Instr) -> None:
         items = self.pop().unpack(self)
         if len(items) != inst.arg:
-            raise Unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+            raise user_error(ValueError, f"unpacking {len(items)} values into {inst.arg} names")
         for item in reversed(items):
             self.push(item)
 
@@ -495,7 +630,8 @@ class InstructionTranslator:
         before, after = inst.arg & 0xFF, inst.arg >> 8
         items = self.pop().unpack(self)
         if len(items) < before + after:
-            raise Unsupported(f"unpacking {len(items)} values into {before + after}+ names (ValueError)")
+            raise user_error(ValueError,
+                             f"unpacking {len(items)} values into {before + after}+ names")
         middle = ListVariable(items[before:len(items) - after])
         for item in reversed([*items[:before], middle, *items[len(items) - after:]]):
             self.push(item)
@@ -503,7 +639,7 @@ class InstructionTranslator:
     # Stack -----------------------------------------------------------------------------------
 
     def POP_TOP(self, inst: Instr) -> None:
-        self.pop()
+        self.stack.pop()  # dropped unseen: no guard
 
     def COPY(self, inst: Instr) -> None:
         self.push(self.stack[-inst.arg])
@@ -561,16 +697,42 @@ class InstructionTranslator:
             self.push(item)
 
     def RETURN_VALUE(self, inst: Instr) -> None:
-        self.return_value = self.pop()
+        self.return_value = self.stack.pop()
 
+    # try/with blocks are refused up front, so a raise reached while tracing leaves the frame:
+    # the user's own exception for these inputs.
     def LOAD_ASSERTION_ERROR(self, inst: Instr) -> None:
-        raise Unsupported("a failing assert (the frame runs in plain Python so that it raises)")
+        raise user_error(AssertionError, "a failing assert")
 
     def RAISE_VARARGS(self, inst: Instr) -> None:
-        raise Unsupported("raise statement (the frame runs in plain Python so that it raises)")
+        raised = self.stack[-inst.arg] if inst.arg else None
+        cls = getattr(raised, "cls", None) or getattr(raised, "fn", None)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            cls = Exception
+        raise UserCodeError(f"a raise statement ({cls.__name__}) is reached (the frame runs in "
+                            "plain Python, which raises)", cls)
 
+
+_EMPTY_CELL = object()
 
 COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")
+
+#: Seconds a frame may be traced (with what is inlined into it) before a loop is left to Python.
+TRACE_SECONDS = 0.5
+
+
+class BudgetExceeded(Unsupported):
+    """The trace ran past its instruction or time budget."""
+
+#: Instructions that may end a graph: run in plain Python between two graphs. Each consumes a
+#: known number of stack values and pushes values that are never NULL.
+BREAKABLE = frozenset({
+    "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR", "COMPARE_OP",
+    "CONTAINS_OP", "UNARY_NOT", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "FORMAT_VALUE",
+    "BUILD_STRING", "LOAD_ATTR", "STORE_ATTR", "STORE_GLOBAL", "GET_ITER", "UNPACK_SEQUENCE",
+    "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
+})
 
 
 class CellVariable(VariableTracker):
@@ -599,7 +761,7 @@ class ComprehensionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if kwargs or len(args) != self.code.co_argcount:
             raise Unsupported(f"unexpected call of {self.describe()}")
-        inner = InliningTranslator(tx, self.code, args, self.cells)
+        inner = InliningTranslator(tx, self.code, dict(zip(self.code.co_varnames, args)), self.cells)
         inner.run()
         if self.code.co_name == "<genexpr>":
             return IteratorVariable(inner.yielded)
@@ -607,22 +769,40 @@ class ComprehensionVariable(VariableTracker):
 
 
 class InliningTranslator(InstructionTranslator):
-    """Runs a comprehension's code inside its parent's translation: same graph, same guards.
-    Free variables read the parent's cells; globals are the parent's."""
+    """Runs a called function's (or a comprehension's) code inside its caller's translation: same
+    graph, same guards. `local_values` binds its parameters; free variables come from `free`
+    (name -> tracker factory, for a real function's closure) or from the caller's cells (a
+    function or comprehension made in the traced code); globals come from `load_global` (another
+    module's) or from the caller's."""
 
     def __init__(self, parent: InstructionTranslator, code: types.CodeType,
-                 args: list[VariableTracker], cells: list[VariableTracker]) -> None:
+                 local_values: dict[str, VariableTracker], cells: list[VariableTracker] = (),
+                 free: dict[str, Callable[[], VariableTracker]] | None = None,
+                 load_global: Callable[[str], VariableTracker] | None = None) -> None:
         super().__init__(parent.frame, code, parent.output)
         self.parent = parent
         self.cells = {cell.name: cell for cell in cells if isinstance(cell, CellVariable)}
-        self.locals = dict(zip(code.co_varnames, args))
+        self.free = free or {}
+        self.free_loaded: dict[str, VariableTracker] = {}
+        self.global_loader = load_global
+        self.locals = dict(local_values)
         self.argnames = ()
         self.yielded: list[VariableTracker] = []
 
     def total_steps(self) -> int:
         return self.steps + self.parent.total_steps()
 
+    def root(self) -> InstructionTranslator:
+        return self.parent.root()
+
+    def inline_depth(self) -> int:
+        return self.parent.inline_depth() + 1
+
     def load_free_variable(self, name: str) -> VariableTracker:
+        if name in self.free:
+            if name not in self.free_loaded:
+                self.free_loaded[name] = self.free[name]()
+            return self.free_loaded[name]
         cell = self.cells.get(name)
         if cell is None:
             raise Unsupported(f"free variable {name!r} of {self.code.co_name}")
@@ -632,7 +812,20 @@ class InliningTranslator(InstructionTranslator):
         return owner.load_argument(name, is_cell=True)
 
     def load_global(self, name: str) -> VariableTracker:
+        if self.global_loader is not None:
+            return self.global_loader(name)
         return self.parent.load_global(name)
+
+    def STORE_DEREF(self, inst: Instr) -> None:
+        if isinstance(inst.arg, FreeVar):
+            raise Unsupported(f"assigning the nonlocal variable {inst.arg.name!r} of an inlined "
+                              "function (a side effect on a closure cell)")
+        super().STORE_DEREF(inst)
+
+    def STORE_GLOBAL(self, inst: Instr) -> None:
+        if self.global_loader is not None:
+            raise Unsupported(f"assigning the global {inst.arg!r} of another module")
+        super().STORE_GLOBAL(inst)
 
     def RETURN_GENERATOR(self, inst: Instr) -> None:
         self.push(ConstantVariable(None))  # the value sent by the first next(), popped next
@@ -640,6 +833,65 @@ class InliningTranslator(InstructionTranslator):
     def YIELD_VALUE(self, inst: Instr) -> None:
         self.yielded.append(self.pop())
         self.push(ConstantVariable(None))
+
+
+class NestedFunctionVariable(VariableTracker):
+    """A function made by ``def`` or ``lambda`` in the traced code (MAKE_FUNCTION): calling it
+    inlines it; after a graph break it is made again from its code, defaults and cells."""
+
+    def __init__(self, tx: InstructionTranslator, code: types.CodeType, defaults, kwdefaults,
+                 annotations, cells: list[VariableTracker]) -> None:
+        self.tx = tx
+        self.code = code
+        self.defaults = defaults
+        self.kwdefaults = kwdefaults
+        self.annotations = annotations
+        self.cells = cells
+
+    def describe(self) -> str:
+        return f"function {self.code.co_qualname} made at {self.code.co_filename}:{self.code.co_firstlineno}"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        from .inline import FunctionSpec, inline_call
+
+        spec = FunctionSpec(self.code, self.code.co_qualname, self._signature())
+        defaults = self.defaults.unpack(tx) if self.defaults is not None else []
+        positional = [p for p in spec.signature.parameters.values()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        for param, value in zip(positional[len(positional) - len(defaults):], defaults):
+            spec.defaults[param.name] = (lambda v=value: v)
+        if self.kwdefaults is not None:
+            for name, value in self.kwdefaults.items.items():
+                spec.defaults[name] = (lambda v=value: v)
+        return inline_call(tx, spec, args, kwargs, cells=self.cells)
+
+    def _signature(self) -> inspect.Signature:
+        # A stand-in function with the same code gives the exact signature (defaults are bound
+        # from the trackers above, so stand-in defaults only mark which parameters have one).
+        n_defaults = len(self.defaults.items) if self.defaults is not None else 0
+        kw = dict.fromkeys(self.kwdefaults.items) if self.kwdefaults is not None else None
+        closure = tuple(types.CellType() for _ in self.code.co_freevars) or None
+        stand_in = types.FunctionType(self.code, {}, None, (None,) * n_defaults or None, closure)
+        stand_in.__kwdefaults__ = kw
+        return inspect.signature(stand_in)
+
+    def reconstruct(self, codegen) -> None:
+        flags = 0
+        for bit, part in ((0x01, self.defaults), (0x02, self.kwdefaults), (0x04, self.annotations)):
+            if part is not None:
+                codegen.reconstruct(part)
+                flags |= bit
+        if self.cells:
+            for cell in self.cells:
+                if not isinstance(cell, CellVariable) or cell.tx is not self.tx.root():
+                    raise Unsupported(f"cannot rebuild {self.describe()} (it closes over a "
+                                      "variable of an inlined function)")
+                kind = FreeVar if cell.name in self.tx.root().code.co_freevars else CellVar
+                codegen.append(Instr("LOAD_CLOSURE", kind(cell.name)))
+            codegen.append(Instr("BUILD_TUPLE", len(self.cells)))
+            flags |= 0x08
+        codegen.append(Instr("LOAD_CONST", self.code))
+        codegen.append(Instr("MAKE_FUNCTION", flags))
 
 
 def _dispatch_table(cls: type) -> dict[str, Callable]:
@@ -659,26 +911,117 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDA
     elif isinstance(vt, DictVariable) and vt.source is None:
         for item in vt.items.values():
             _graph_values(item, found)
+    elif isinstance(vt, MethodVariable):  # ``x.item`` waiting to be called after a break
+        _graph_values(vt.obj, found)
     return found
 
 
-def trace_frame(frame: Any, backend: Callable) -> CompiledFrame | None:
-    """Translate one frame. None: nothing to compile. Raises Unsupported when it cannot."""
+def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> CompiledFrame | None:
+    """Translate one frame. None: nothing to compile. Raises Unsupported when it cannot.
+
+    Where the translator meets something it cannot capture, it traces the frame a second time
+    and stops there (a graph break), so that the state at the break is exactly the state before
+    that instruction (no half-applied handler left behind): the graph ends, the instruction runs
+    in plain Python and a resume function continues the frame. ``allow_breaks=False``
+    (``fullgraph=True``) raises instead."""
     started = time.perf_counter()
-    tx = InstructionTranslator(frame, frame.f_code, OutputGraph(frame.f_code.co_name, backend))
-    tx.run()
-    return_value = tx.return_value
+    code = frame.f_code
+    plain = plain_loop_reason(code)
+    if plain is not None:
+        raise Unsupported(plain)
+    break_at: tuple[int, str] | None = None
+    reason = None
+    while True:
+        tx = InstructionTranslator(frame, code, OutputGraph(code.co_name, backend), break_at)
+        try:
+            tx.run()
+            break
+        except Unsupported as exc:
+            if not allow_breaks or break_at is not None:
+                raise
+            entry = tx.info.loop_entry(tx.index)
+            if entry is not None:
+                # Inside a loop: a break there would nest one resume function per iteration,
+                # and a budget overrun means unrolling is too costly. The graph ends before the
+                # loop; the loop and what follows run in plain Python.
+                break_at = (entry, "loop")
+            else:
+                kind = None if isinstance(exc, BudgetExceeded) else tx.break_kind(tx.index, exc)
+                if kind is None:
+                    raise
+                break_at = (tx.index, kind)
+            # (without its traceback, which holds this frame: no reference cycle)
+            failure = exc.with_traceback(None)
+            failure.__context__ = failure.__cause__ = None  # their tracebacks hold frames too
+            reason = f"{exc.reason} at {exc.location}" if exc.location else exc.reason
+    if tx.break_exit is not None:
+        if break_at[1] == "loop":
+            if not tx._has_operations():
+                raise failure  # nothing before the loop: the whole frame runs in Python
+            _plan_loop(tx, tx.break_exit, reason)
+        tx.break_exit.reason = reason
+        return compile_subgraph(tx, tx.break_exit, started)
+    return compile_subgraph(tx, ReturnExit(tx.return_value), started)
+
+
+def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:
+    """The graph ends before a loop: run it in Python, with its body as a function of its own
+    when it is a ``for`` loop that fits (`loops.plan_loop`); else the loop and the rest of the
+    frame run in plain Python."""
+    index = exit.index
+    line = tx.instructions[index].lineno
+    bound = frozenset(name for name in (*tx.locals, *exit.untouched_args) if name not in tx.deleted)
+    iterates = tx.instructions[index].name == "GET_ITER"
+    plan = None
+    if len(exit.stack) == (1 if iterates else 0):  # the iterable only, or nothing
+        plan = plan_loop(tx.code, index, bound)
+    if plan is None:
+        exit.plain_loop = f"the loop at line {line} runs in plain Python: {reason}"
+        return
+    exit.loop_plan = plan
+    exit.consumed = len(exit.stack)
+    exit.continuations = [(index, 0, plan.carried)]  # (what is stored before the driver runs)
+
+
+def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
+                     started: float) -> CompiledFrame | None:
+    """The one way a trace ends: compile the graph so far with the values the rest of the frame
+    needs as outputs, and write the transformed code that calls it and then returns (at a
+    return) or runs the unsupported instruction and calls a resume function (at a break)."""
+    if isinstance(exit, ReturnExit):
+        values = _graph_values(exit.value, [])
+        single = isinstance(exit.value, NDArrayVariable) and exit.value.node.op != "placeholder"
+    else:
+        values = []
+        for vt in exit.stack:
+            _graph_values(vt, values)
+        names = set(tx.code.co_cellvars)
+        for _, _, live in exit.continuations:
+            names.update(live)
+        for name in sorted(names):
+            if name in exit.locals:
+                _graph_values(exit.locals[name], values)
+        single = False
+    effects = tx.side_effects
+    for vt in effects.values():
+        _graph_values(vt, values)
+    if effects:
+        single = False
+    exit.side_effects = effects
     location = tx.user_location()
-    single = isinstance(return_value, NDArrayVariable) and return_value.node.op != "placeholder"
-    result = tx.output.compile(_graph_values(return_value, []), started, single_output=single)
-    if result is None:
+    result = tx.output.compile(values, started, single_output=single)
+    if result is None and isinstance(exit, ReturnExit) and not effects:
         return None
     try:
-        new_code = transform_code(tx.code, result, return_value, tx.lineno)
+        new_code = transform_code(tx.code, result, exit, tx.lineno)
     except Unsupported as exc:
         exc.location = exc.location or location
         raise
-    check_fn = build_check_fn(result.guards, list(tx.argnames), tx.code.co_name)
-    check_fn.graph_module = result.graph_module
-    result.compile_seconds = time.perf_counter() - started
-    return CompiledFrame(check_fn=check_fn, code=new_code, original_code=tx.code, result=result)
+    guards = result.guards if result is not None else list(tx.output.guards)
+    check_fn = build_check_fn(guards, list(tx.argnames), tx.code.co_name)
+    check_fn.graph_module = result.graph_module if result is not None else None
+    if result is not None:
+        result.compile_seconds = time.perf_counter() - started
+    return CompiledFrame(check_fn=check_fn, code=new_code, original_code=tx.code, result=result,
+                         break_reason=exit.reason if isinstance(exit, BreakExit) else None,
+                         seconds=time.perf_counter() - started)

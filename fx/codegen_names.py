@@ -63,15 +63,18 @@ class Namespace:
 
     def __init__(self, taken: Any = ()) -> None:
         self._taken: set[str] = set(taken)
+        self._next: dict[str, int] = {}  # base -> the suffix to try first (keeps naming O(1))
 
     def create_name(self, candidate: str) -> str:
         name = sanitize(candidate)
         if name in self._taken:
             match = _SUFFIX.match(name)
             base, n = (match.group(1), int(match.group(2))) if match else (name, 0)
+            n = max(n, self._next.get(base, 0))
             while name in self._taken:
                 n += 1
                 name = f"{base}_{n}"
+            self._next[base] = n
         self._taken.add(name)
         return name
 
@@ -334,21 +337,51 @@ class _Writer:
             self.attr_globals[node.name] = node.target
             self.globals[node.name] = None
             return []
-        if node.op == "call_function" and node.target is operator.setitem and not node.kwargs \
-                and len(node.args) == 3:
+        if _is_setitem(node):
             obj, idx, val = node.args
             lines = [f"{self.operand(obj)}[{self.index(idx)}] = {self.value(val)}"]
             return lines + ([f"{node.name} = None"] if node.users else [])
         return [f"{node.name} = {self.expression(node)}"]
 
+    def last_uses(self) -> dict[Node, list[str]]:
+        """Statement node -> the names no later statement reads: deleted right after it, so a
+        long graph does not keep every intermediate array alive until it returns (as plain
+        NumPy would not)."""
+        last: dict[Node, Node] = {}
+        for node in self.graph.nodes:
+            if node.op == "placeholder" or node in self.inline or node.op == "output":
+                continue
+            pending, seen = list(node.all_input_nodes), set()
+            while pending:  # inputs of values nested into this statement are read here too
+                value = pending.pop()
+                if value in seen:
+                    continue
+                seen.add(value)
+                if value in self.inline:
+                    pending += value.all_input_nodes
+                elif value.op in ("call_function", "call_method"):
+                    last[value] = node  # (arguments stay: the caller holds them anyway)
+            if not node.users and not _is_setitem(node):
+                last[node] = node  # computed for its effect only (it may warn or raise)
+        found: dict[Node, list[str]] = {}
+        output = next((n for n in self.graph.nodes if n.op == "output"), None)
+        outputs = set(output.all_input_nodes) if output is not None else set()
+        for value, statement in last.items():
+            if value not in outputs:
+                found.setdefault(statement, []).append(value.name)
+        return found
+
     def source(self, fn_name: str) -> str:
         params = [n.name for n in self.graph.nodes if n.op == "placeholder"]
         body: list[str] = []
         previous_comment = ""
+        dead = self.last_uses()
         for node in self.graph.nodes:
             if node.op == "placeholder" or node in self.inline:
                 continue
             lines = self.statements(node)
+            if node in dead and node.next.op != "output":  # (returning frees them anyway)
+                lines = lines + [f"del {', '.join(sorted(dead[node]))}"]
             # The user's source line heads the statements made from it (shown once, not per node).
             comment = _stack_comment(node.meta.get("stack"))
             if comment and comment != previous_comment and lines:
@@ -358,6 +391,11 @@ class _Writer:
         if not any(line.lstrip().startswith("return ") for line in body):
             body.append("    return None")
         return f"def {fn_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
+
+
+def _is_setitem(node: Node) -> bool:
+    return (node.op == "call_function" and node.target is operator.setitem and not node.kwargs
+            and len(node.args) == 3)
 
 
 def _uses(value: Any, node: Node) -> int:
@@ -373,6 +411,10 @@ def _uses(value: Any, node: Node) -> int:
     return 0
 
 
+#: Deepest nesting of inlined values in one generated expression.
+MAX_NESTING = 24
+
+
 def _inlined_nodes(graph: Graph) -> set[Node]:
     """Nodes written inside their one user's expression instead of as a named statement.
 
@@ -384,8 +426,15 @@ def _inlined_nodes(graph: Graph) -> set[Node]:
     """
     calls = ("call_function", "call_method")
     inline: set[Node] = set()
+    depth: dict[Node, int] = {}  # nesting depth of an inlined node's expression
     for node in graph.nodes:
         if node.op not in calls or node.is_impure() or len(node.users) != 1:
+            continue
+        # A long chain on one line (an unrolled ``s = s + x[i]``) is cut into named statements
+        # every MAX_NESTING levels: the printer recurses once per level.
+        depth[node] = 1 + max((depth[i] for i in node.all_input_nodes if i in inline), default=0)
+        if depth[node] > MAX_NESTING:
+            depth[node] = 0
             continue
         (user,) = node.users
         stack = node.meta.get("stack")

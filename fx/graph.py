@@ -70,6 +70,8 @@ class Graph:
 
     def __init__(self) -> None:
         self._root = Node(self, "", "root", "")
+        #: The strong references that keep the nodes alive (links between nodes are weak).
+        self._owned: dict[Node, None] = {}
         self._len = 0
         self._namespace = Namespace(RESERVED)
         # New nodes go before `_anchor` ("before" mode) or after it ("after" mode, anchor moves
@@ -100,6 +102,7 @@ class Graph:
         self._check_inputs_belong(args, kwargs)
         unique = self._namespace.create_name(name or candidate_name(op, target, args))
         node = Node(self, unique, op, target, args, kwargs)
+        self._owned[node] = None
         if self._insert_after:
             self._anchor.append(node)
             self._anchor = node
@@ -204,6 +207,7 @@ class Graph:
         node._unlink()
         node._erased = True
         node.args, node.kwargs = (), {}
+        self._owned.pop(node, None)
         self._len -= 1
 
     def find_nodes(self, *, op: str | None = None, target: Any = None) -> list[Node]:

@@ -69,7 +69,9 @@ class GraphModule:
         self.filename = f"<fx-graph {self.name}_{next(_counter)}>"
         fn_globals["__name__"] = self.filename
         exec(compile(code.src, self.filename, "exec"), fn_globals)  # noqa: S102
-        self.forward = fn_globals["forward"]
+        # Popped: a function in its own globals is a reference cycle (freed only by the cyclic
+        # collector); ``forward`` never refers to itself by name.
+        self.forward = fn_globals.pop("forward")
         self.code, self.globals = code.src, fn_globals
         _register_source(self.filename, code.src, self.forward)
         return self.code

@@ -18,11 +18,16 @@ output          ``"output"``                                ``(value,)``: what `
 ==============  ==========================================  ======================================
 
 Side effects are declared, not guessed: `register_impure` adds a target that DCE must keep.
+Errors and warnings are effects too: `may_raise_or_warn` says whether a node could raise or warn
+for inputs of its recorded dtypes and shapes (an unused ``x ** x`` on negative integers raises,
+an unused ``x / 0.0`` warns, an unused ``np.log(x)`` raises under the caller's ``np.errstate``);
+DCE removes only nodes that are neither impure nor able to raise or warn.
 """
 
 from __future__ import annotations
 
 import operator
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +36,7 @@ import numpy as np
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["Node", "map_arg", "map_aggregate", "register_impure", "OPS"]
+__all__ = ["Node", "map_arg", "map_aggregate", "register_impure", "may_raise_or_warn", "OPS"]
 
 OPS = ("placeholder", "get_attr", "call_function", "call_method", "output")
 
@@ -73,6 +78,116 @@ def register_impure(target: Callable[..., Any] | str) -> Callable[..., Any] | st
     return target
 
 
+# Errors and warnings --------------------------------------------------------------------------
+# Everything may raise or warn unless listed here. The dtypes and shapes of the inputs are guarded
+# and the rules (`fx.op_rules`) already ran NumPy's own checks on them while tracing (shapes,
+# axes, constant indices in bounds, casting rules), so what is left is what depends on the data.
+
+# Views, copies and shape operations: no arithmetic on the data, nothing to overflow.
+_NEVER_RAISE_FUNCTIONS: set[Any] = {
+    np.reshape, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims,
+    np.broadcast_to, np.flip, np.fliplr, np.flipud, np.rot90, np.diagonal, np.atleast_1d,
+    np.atleast_2d, np.atleast_3d, np.ravel, np.copy, np.real, np.imag, np.zeros_like,
+    np.ones_like, np.empty_like,
+    *(getattr(np, name) for name in ("matrix_transpose", "permute_dims") if hasattr(np, name)),
+}
+_NEVER_RAISE_METHODS = {"reshape", "transpose", "swapaxes", "squeeze", "ravel", "flatten", "copy"}
+
+# Sign changes never set a floating-point flag; on integers only NumPy *scalar* arithmetic
+# checks overflow (array loops wrap silently).
+_SIGN_OPS = {operator.neg, operator.pos, np.negative, np.positive, abs, operator.abs, np.abs,
+             np.absolute}
+# Integer/boolean operations that only warn in NumPy scalar arithmetic (overflow).
+_WRAPPING_OPS = {operator.add, operator.sub, operator.mul, np.add, np.subtract, np.multiply}
+# Comparisons and bit operations: exact on integers and booleans (floats are left alone: whether
+# a NaN comparison sets the "invalid" flag has varied between NumPy versions and CPUs).
+_EXACT_ON_INTEGERS = {
+    operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
+    np.less, np.less_equal, np.greater, np.greater_equal, np.equal, np.not_equal,
+    operator.and_, operator.or_, operator.xor, operator.invert, operator.lshift, operator.rshift,
+    np.bitwise_and, np.bitwise_or, np.bitwise_xor, np.invert, np.left_shift, np.right_shift,
+    np.logical_and, np.logical_or, np.logical_xor, np.logical_not,
+}
+_INTEGER_KINDS = "biu"
+
+
+def _input_metas(node: Node) -> list[Any] | None:
+    """The recorded abstract values of the node's inputs (None if one is unknown)."""
+    metas = []
+    for n in node.all_input_nodes:
+        val = n.meta.get("val")
+        if val is None or not hasattr(val, "dtype"):
+            return None
+        metas.append(val)
+    return metas
+
+
+def _constants(node: Node) -> list[Any]:
+    found: list[Any] = []
+    map_aggregate((node.args, node.kwargs),
+                  lambda v: None if isinstance(v, Node) else found.append(v))
+    return found
+
+
+def _all_integer(node: Node, metas: list[Any]) -> bool:
+    return all(m.dtype.kind in _INTEGER_KINDS for m in metas) and all(
+        isinstance(c, (bool, int, np.bool_, np.integer)) for c in _constants(node))
+
+
+def may_raise_or_warn(node: Node) -> bool:
+    """True unless ``node`` certainly neither raises nor warns for inputs of its recorded dtypes
+    and shapes (``meta["val"]``), whatever the data and the caller's ``np.errstate``."""
+    if node.op in ("placeholder", "get_attr", "output"):
+        return False
+    if node.op not in ("call_function", "call_method"):
+        return True
+    metas = _input_metas(node)
+    if metas is None:
+        return True
+    target = node.target
+    if node.op == "call_method":
+        if target in _NEVER_RAISE_METHODS:
+            return False
+        if target == "astype" and len(node.args) >= 2 and not isinstance(node.args[1], Node):
+            return not _safe_cast(metas, node.args[1])
+        return True
+    try:
+        if target in _NEVER_RAISE_FUNCTIONS:
+            return False
+        if target is operator.getitem:
+            # Constant indices were checked against the guarded shape while tracing; an index
+            # array's values are data (could be out of bounds).
+            return _has_node(node.args[1:])
+        if target is np.astype and len(node.args) >= 2 and not isinstance(node.args[1], Node):
+            return not _safe_cast(metas, node.args[1])
+        if not metas:
+            return True
+        kinds = {m.dtype.kind for m in metas}
+        some_array = not all(m.is_scalar for m in metas)
+        if target in _SIGN_OPS:
+            return not (kinds == {"f"} or (kinds <= set("iu") and some_array))
+        if target in _WRAPPING_OPS:
+            return not (_all_integer(node, metas) and some_array)
+        if target in _EXACT_ON_INTEGERS:
+            return not _all_integer(node, metas)
+    except TypeError:  # unhashable target
+        return True
+    return True
+
+
+def _has_node(value: Any) -> bool:
+    found: list[Node] = []
+    map_arg(value, found.append)
+    return bool(found)
+
+
+def _safe_cast(metas: list[Any], dtype: Any) -> bool:
+    try:
+        return len(metas) == 1 and np.can_cast(metas[0].dtype, np.dtype(dtype), "safe")
+    except TypeError:
+        return False
+
+
 def _is_random_state_call(target: Any) -> bool:
     # np.random.rand & co are bound methods of the global RandomState: dropping a dead call
     # would change every later random number.
@@ -107,12 +222,30 @@ def _collect_nodes(value: Any, into: dict[Node, None]) -> None:
     map_arg(value, lambda n: into.setdefault(n, None))
 
 
+class _Strong:
+    """A strong reference with the call interface of `weakref.ref` (links of unlinked nodes)."""
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def __call__(self) -> Node:
+        return self.node
+
+
 class Node:
-    """One operation. See the module docstring for the meaning of ``op``/``target``/``args``."""
+    """One operation. See the module docstring for the meaning of ``op``/``target``/``args``.
+
+    No reference cycles: the graph owns its nodes (`Graph._owned`), a node's inputs are strong
+    references (its ``args``), and every link back (``graph``, ``users``, ``prev``/``next``) is
+    weak. A dropped graph is freed at once by reference counting, not left to the cyclic
+    garbage collector (compiled graphs die with their code object).
+    """
 
     __slots__ = (
-        "graph", "name", "op", "target", "_args", "_kwargs", "_input_nodes", "users", "meta",
-        "_prev", "_next", "_erased",
+        "_graph_ref", "name", "op", "target", "_args", "_kwargs", "_input_nodes", "users", "meta",
+        "_prev_ref", "_next_ref", "_erased", "__weakref__",
     )
 
     def __init__(
@@ -126,17 +259,18 @@ class Node:
     ) -> None:
         if op not in OPS and op != "root":
             raise ValueError(f"unknown node op {op!r}; expected one of {', '.join(OPS)}")
-        self.graph = graph
+        self._graph_ref = weakref.ref(graph)
         self.name = name
         self.op = op
         self.target = target
         self._args: tuple[Any, ...] = ()
         self._kwargs: dict[str, Any] = {}
         self._input_nodes: dict[Node, None] = {}
-        self.users: dict[Node, None] = {}
+        #: Nodes reading this one (ordered; weak: users own their inputs, not the reverse).
+        self.users: weakref.WeakKeyDictionary[Node, None] = weakref.WeakKeyDictionary()
         self.meta: dict[str, Any] = {}
-        self._prev: Node = self
-        self._next: Node = self
+        self._prev_ref: Callable[[], Node | None] = weakref.ref(self)
+        self._next_ref: Callable[[], Node | None] = weakref.ref(self)
         self._erased = False
         self._set_inputs(tuple(args), dict(kwargs or {}))
 
@@ -205,6 +339,27 @@ class Node:
     # -- position in the graph -------------------------------------------------------------------
 
     @property
+    def graph(self) -> Graph | None:
+        """The graph this node belongs to (None once that graph was freed)."""
+        return self._graph_ref()
+
+    @property
+    def _prev(self) -> Node:
+        return self._prev_ref()
+
+    @_prev.setter
+    def _prev(self, node: Node) -> None:
+        self._prev_ref = weakref.ref(node)
+
+    @property
+    def _next(self) -> Node:
+        return self._next_ref()
+
+    @_next.setter
+    def _next(self, node: Node) -> None:
+        self._next_ref = weakref.ref(node)
+
+    @property
     def prev(self) -> Node:
         return self._prev
 
@@ -226,10 +381,13 @@ class Node:
         self._next.prepend(node)
 
     def _unlink(self) -> None:
-        # Keep our own pointers: an iterator standing on this node can still step forward.
-        if self._prev is not self:
-            self._prev._next = self._next
-            self._next._prev = self._prev
+        # Keep our own pointers, made strong: an iterator standing on this node can still step
+        # forward even if its neighbours are erased too (no cycle: live nodes never point back).
+        prev, nxt = self._prev, self._next
+        if prev is not self:
+            prev._next = nxt
+            nxt._prev = prev
+            self._prev_ref, self._next_ref = _Strong(prev), _Strong(nxt)
 
     # -- properties ------------------------------------------------------------------------------
 
@@ -249,6 +407,10 @@ class Node:
         if self.op == "call_method":
             return self.target in _IMPURE_METHODS
         return False
+
+    def may_raise_or_warn(self) -> bool:
+        """True if running the node could raise or warn (see `may_raise_or_warn`)."""
+        return may_raise_or_warn(self)
 
     def format_node(self) -> str:
         """One readable line: ``%mul : float64[8] = call_function[target=operator.mul](...)``."""

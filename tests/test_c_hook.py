@@ -10,6 +10,7 @@ import gc
 import inspect
 import sys
 import threading
+import traceback
 import tracemalloc
 import types
 import weakref
@@ -21,11 +22,12 @@ from dynamo import _C as C
 
 @pytest.fixture(autouse=True)
 def _no_callback_leaks():
-    """Every test starts and ends with this thread's callback off."""
+    """Every test starts and ends with capture off and the hook removed."""
     assert C.get_eval_frame() is None
     yield
-    leftover = C.set_eval_frame(None)
-    assert leftover is None, "test left a callback installed"
+    assert C.get_eval_frame() is None, "test left a capture scope entered"
+    state = C.hook_state()
+    assert state == {"installed": False, "active_scopes": 0, "deep_runs": 0}, state
 
 
 def flat(fn):
@@ -57,11 +59,7 @@ class Recorder:
 
 
 def run_with(callback, fn, *args, **kwargs):
-    previous = C.set_eval_frame(callback)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        C.set_eval_frame(previous)
+    return C.Capture(callback).run(fn, *args, **kwargs)
 
 
 # ---- installation and the FrameView -------------------------------------------------------
@@ -78,17 +76,40 @@ def test_callback_called_only_while_set():
     assert f(1) == 2 and len(rec.views) == 1  # off again
 
 
-def test_set_eval_frame_returns_previous_and_validates():
+def test_capture_scopes_nest_and_validate():
     def cb(view):
         return None
 
-    assert C.set_eval_frame(cb) is None
-    assert C.get_eval_frame() is cb
-    assert C.set_eval_frame(False) is cb
-    assert C.get_eval_frame() is False
-    assert C.set_eval_frame(None) is False
+    compile_scope, run_only, off = C.Capture(cb), C.Capture(False), C.Capture(None)
+    assert (compile_scope.callback, run_only.callback, off.callback) == (cb, False, None)
+    with compile_scope as entered:
+        assert entered is compile_scope and C.get_eval_frame() is cb
+        assert C.hook_state()["installed"]
+        with run_only:
+            assert C.get_eval_frame() is False
+            with off:
+                assert C.get_eval_frame() is None
+                assert off.run(C.get_eval_frame) is None
+                assert compile_scope.run(C.get_eval_frame) is cb
+            assert C.get_eval_frame() is False
+        assert C.get_eval_frame() is cb
+    assert C.get_eval_frame() is None and not C.hook_state()["installed"]
     with pytest.raises(TypeError, match="None .off., False .run-only. or a callable"):
-        C.set_eval_frame(3)
+        C.Capture(3)
+    with pytest.raises(TypeError, match="needs fn"):
+        compile_scope.run()
+    assert compile_scope.run(lambda *a, **k: (a, k), 1, 2, z=3) == ((1, 2), {"z": 3})
+
+
+def test_same_scope_object_reentered():
+    def cb(view):
+        return None
+
+    scope = C.Capture(cb)
+    with scope:
+        with scope:
+            assert C.hook_state()["active_scopes"] == 2
+        assert C.get_eval_frame() is cb
     assert C.get_eval_frame() is None
 
 
@@ -169,13 +190,10 @@ def test_new_code_runs_and_hits_skip_the_callback():
 
     new_code = g.__code__.replace()
     rec = Recorder(f.__code__, lambda view: (check, new_code))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         assert f(3, 4) == 12  # miss: compiled, new code runs
         assert f(3, 5) == 15  # hit
         assert f(2, 5) == 10  # guard fails: compiled again (a second entry)
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 2
     assert seen[0] == (3, 5, f.__globals__, None, None)  # guard sees slots, globals, closure
     assert all(s[4] is None for s in seen)  # callback is off inside guards
@@ -192,12 +210,9 @@ def test_kwonly_and_varargs_are_passed_as_slots():
         return ("new", a, args, k, kw)
 
     rec = Recorder(f.__code__, lambda view: (lambda *slots: True, flat(g)))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         assert f(1, 2, k=3, z=4) == ("new", 1, (2,), 3, {"z": 4})
         assert f(5, k=6) == ("new", 5, (), 6, {})
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 1
 
 
@@ -216,14 +231,11 @@ def test_closure_and_cell_arguments_in_new_code():
 
     rec = Recorder(f.__code__, lambda view: (lambda a, glb, closure: closure[0].cell_contents
                                               == 100, flat(g)))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         assert f(1) == ("new", -99)
         assert f(2) == ("new", -98)
         x = 7  # the guard reads the closure cell: it fails, the callback runs again
         assert f(2) == ("new", -5)
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 2
 
 
@@ -240,13 +252,10 @@ def test_function_reused_only_for_same_closure():
     f2, _ = make(3)
     new_code = flat(g1)
     rec = Recorder(f1.__code__, lambda view: (lambda *s: True, new_code))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         assert f1(5) == 10
         assert f2(5) == 15  # same code, different closure: same entry, fresh function
         assert f1(5) == 10
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 1
 
 
@@ -262,8 +271,7 @@ def test_mru_order():
 
     new_code = flat(f)
     rec = Recorder(f.__code__, lambda view: (guard_for(view.args[0]), new_code))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         for v in (1, 2, 3):
             f(v)
         assert [e[0].value for e in C.get_cache_entries(f.__code__)] == [3, 2, 1]
@@ -271,8 +279,6 @@ def test_mru_order():
         assert [e[0].value for e in C.get_cache_entries(f.__code__)] == [1, 3, 2]
         f(2)
         assert [e[0].value for e in C.get_cache_entries(f.__code__)] == [2, 1, 3]
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 3
     assert C.code_stats(f.__code__) == (2, 3)
 
@@ -295,13 +301,10 @@ def test_raising_guard_is_reported_and_counts_as_miss(monkeypatch):
         return (lambda *s: True, flat(g))
 
     rec = Recorder(f.__code__, answer)
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         assert f(1) == 1001
         assert f(1) == 1001  # first guard raises -> miss -> compile again
         assert f(1) == 1001  # the new entry hits
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 2
     assert len(reports) == 1 and reports[0].exc_type is ZeroDivisionError
 
@@ -374,13 +377,10 @@ def test_callback_exception_propagates_and_callback_restored():
         if view.f_code is f.__code__:
             raise Boom("no")
 
-    previous = C.set_eval_frame(cb)
-    try:
+    with C.Capture(cb):
         with pytest.raises(Boom):
             f(1)
         assert C.get_eval_frame() is cb
-    finally:
-        C.set_eval_frame(previous)
 
 
 def test_callback_that_sets_a_callback_is_overridden():
@@ -389,15 +389,12 @@ def test_callback_that_sets_a_callback_is_overridden():
 
     def cb(view):
         if view.f_code is f.__code__:
-            C.set_eval_frame(lambda v: None)  # left behind on purpose
+            C.Capture(lambda v: None).__enter__()  # left entered on purpose
         return None
 
-    previous = C.set_eval_frame(cb)
-    try:
+    with C.Capture(cb):
         f(1)
         assert C.get_eval_frame() is cb
-    finally:
-        C.set_eval_frame(previous)
 
 
 @pytest.mark.parametrize("answer", [
@@ -485,13 +482,10 @@ def test_reset_code_inside_a_guard_is_a_miss():
 
     answers = iter([(resetting_guard, flat(g)), (lambda *s: True, flat(g))])
     rec = Recorder(f.__code__, lambda view: next(answers))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         assert f(1) == 2
         assert f(1) == 2  # guard resets the cache -> miss -> second answer
         assert f(1) == 2  # hit on the new entry
-    finally:
-        C.set_eval_frame(previous)
     assert len(rec.views) == 2
     assert len(C.get_cache_entries(f.__code__)) == 1
 
@@ -511,12 +505,9 @@ def test_truthiness_of_guard_results(monkeypatch):
     monkeypatch.setattr(sys, "unraisablehook", reports.append)
     results = {"one": 1, "empty": [], "bad": BadBool()}
     rec = Recorder(f.__code__, lambda view: (lambda a, glb, c: results[a], flat(g)))
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         for key in ("one", "one", "empty", "bad"):
             assert f(key) == "new"
-    finally:
-        C.set_eval_frame(previous)
     # "one" compiles then hits; "empty" and "bad" miss every entry and compile again.
     assert len(rec.views) == 3
     assert [r.exc_type for r in reports] == [RuntimeError] * 2
@@ -678,11 +669,8 @@ def test_four_threads():
         try:
             rec = Recorder(f.__code__, lambda view: (guard_for(view.args[0] % 2), flat(g)))
             barrier.wait()
-            previous = C.set_eval_frame(rec)
-            try:
+            with C.Capture(rec):
                 results[i] = [f(n) for n in range(3000)]
-            finally:
-                C.set_eval_frame(previous)
             assert C.get_eval_frame() is None
         except BaseException as exc:  # reported in the main thread
             errors.append(exc)
@@ -711,13 +699,10 @@ def test_other_threads_are_not_intercepted():
 
     rec = Recorder(f.__code__)
     out = []
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         t = threading.Thread(target=lambda: out.append((C.get_eval_frame(), f(1))))
         t.start()
         t.join()
-    finally:
-        C.set_eval_frame(previous)
     assert out == [(None, 1)] and rec.views == []
 
 
@@ -737,16 +722,13 @@ def test_no_memory_growth_over_100k_calls():
         for i in range(n):
             f(i, 1)
 
-    previous = C.set_eval_frame(rec)
-    try:
+    with C.Capture(rec):
         loop(1000)  # warm up
         tracemalloc.start()
         before = tracemalloc.get_traced_memory()[0]
         loop(100_000)
         growth = tracemalloc.get_traced_memory()[0] - before
         tracemalloc.stop()
-    finally:
-        C.set_eval_frame(previous)
     assert growth < 20_000, growth
     assert C.code_stats(f.__code__) == (100_999, 1)
 
@@ -780,3 +762,141 @@ def test_entries_are_used_only_by_the_callback_that_compiled_them():
         assert run_with(False, f, 1) == 4  # run-only mode uses any entry (most recent first)
     finally:
         C.reset_code(f.__code__)
+
+
+# ---- issue 8: interrupts, hidden frames, dropping a callback's entries, the wrapper ----------
+
+
+def test_keyboard_interrupt_in_guard_propagates_other_errors_do_not(monkeypatch):
+    def f(a):
+        return "original"
+
+    def g(a):
+        return "new"
+
+    outcome = {"raise": None}
+
+    def check(a, f_globals, closure):
+        if outcome["raise"] is not None:
+            raise outcome["raise"]
+        return True
+
+    reports = []
+    monkeypatch.setattr(sys, "unraisablehook", reports.append)
+    rec = Recorder(f.__code__, lambda view: (check, flat(g)))
+    assert run_with(rec, f, 1) == "new"
+    outcome["raise"] = KeyboardInterrupt()
+    with pytest.raises(KeyboardInterrupt):
+        run_with(rec, f, 1)
+    assert reports == [] and len(rec.views) == 1
+    outcome["raise"] = ValueError("bad guard")
+    assert run_with(rec, f, 1) == "new"  # a failed guard: compiled again
+    assert [r.exc_type for r in reports] == [ValueError] and len(rec.views) == 2
+
+
+def _helper(a):
+    return [][a]  # IndexError
+
+
+def _hidden_runner(a):
+    return _helper(a)
+
+
+def test_hidden_frames_are_removed_from_tracebacks():
+    def f(a):
+        return a
+
+    def g(a):
+        return _hidden_runner(a)
+
+    rec = Recorder(f.__code__, lambda view: (lambda *s: True, flat(g)))
+
+    def names():
+        try:
+            run_with(rec, f, 1)
+        except IndexError as exc:
+            return [fr.name for fr in traceback.extract_tb(exc.__traceback__)]
+
+    assert names()[-3:] == ["g", "_hidden_runner", "_helper"]
+    C.set_code_hidden(_hidden_runner.__code__, True)
+    try:
+        assert C.get_code_hidden(_hidden_runner.__code__)
+        assert names()[-2:] == ["g", "_helper"]
+    finally:
+        C.set_code_hidden(_hidden_runner.__code__, False)
+        C.reset_code(f.__code__)
+
+
+def test_drop_entries_of_one_callback():
+    def f(a):
+        return a
+
+    def g(a):
+        return -a
+
+    first = Recorder(f.__code__, lambda view: (lambda *s: True, flat(g)))
+    second = Recorder(f.__code__, lambda view: (lambda *s: True, flat(g)))
+    run_with(first, f, 1)
+    run_with(second, f, 1)
+    assert len(C.get_cache_entries(f.__code__)) == 2
+    C.drop_entries_of(f.__code__, id(first))
+    assert C.get_cache_entries(f.__code__, first) == []
+    assert len(C.get_cache_entries(f.__code__, second)) == 1
+    C.reset_code(f.__code__)
+
+
+def test_compile_lock_is_held_until_the_entry_is_cached():
+    def f(a):
+        return a
+
+    def g(a):
+        return -a
+
+    class Lock:
+        def __init__(self):
+            self.held = 0
+            self.log = []
+
+        def acquire(self):
+            self.held += 1
+            return True
+
+        def release(self):
+            self.log.append(("release", len(C.get_cache_entries(f.__code__))))
+            self.held -= 1
+
+    lock = Lock()
+    previous = C.set_compile_lock(lock)
+    try:
+        def answer(view):
+            lock.log.append(("callback", lock.held))
+            return (lambda *s: True, flat(g))
+        assert run_with(Recorder(f.__code__, answer), f, 1) == -1
+    finally:
+        assert C.set_compile_lock(previous) is lock
+        C.reset_code(f.__code__)
+    assert lock.log == [("callback", 1), ("release", 1)] and lock.held == 0
+    with pytest.raises(TypeError, match="lock"):
+        C.set_compile_lock(3)
+
+
+def test_wrap_binds_like_a_function_and_restores_state():
+    def cb(view):
+        C.set_code_state(view.f_code, C.SKIP)
+
+    class A:
+        def method(self, a, *, k=0):
+            return (self, a, k, C.get_eval_frame())
+
+    scope = C.Capture(cb)
+    A.wrapped = scope.wrap(A.method)
+    obj = A()
+    assert obj.wrapped(1, k=2) == (obj, 1, 2, cb)
+    assert A.wrapped(obj, 1) == (obj, 1, 0, cb)
+    with pytest.raises(ZeroDivisionError):
+        scope.wrap(lambda: 1 / 0)()
+    assert C.get_eval_frame() is None
+    ref = weakref.ref(A.wrapped)
+    del A.wrapped
+    gc.collect()
+    assert ref() is None

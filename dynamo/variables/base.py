@@ -6,6 +6,7 @@ run unmodified with that reason recorded. Subclasses override what they can do e
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from ..exc import Unsupported
@@ -52,18 +53,30 @@ class VariableTracker:
         """The items, for unpacking and iteration."""
         raise Unsupported(f"iterating over {self.describe()} is not supported")
 
+    def next(self) -> "VariableTracker | None":
+        """The next item when iterating (FOR_ITER), or None when exhausted."""
+        raise Unsupported(f"iterating over {self.describe()} is not supported")
+
     def truth(self) -> bool:
         """The value of ``bool(self)`` if known while tracing."""
         raise Unsupported(
-            f"the truth value of {self.describe()} depends on data (data-dependent control flow); "
-            "graph breaks arrive in a later version"
+            f"the truth value of {self.describe()} depends on data (data-dependent control flow)"
         )
 
     def reconstruct(self, codegen: "Codegen") -> None:
-        """Emit bytecode that recreates this value in the output code."""
+        """Emit bytecode that recreates this value in the output code: from its source, or as a
+        constant of the code when it stands for one fixed object that cannot be mutated through
+        it (a NumPy function, a module, a type)."""
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
+        if self.is_python_constant():
+            value = self.as_python_constant()
+            if callable(value) or isinstance(value, (ModuleType, type)):
+                from bytecode import Instr
+
+                codegen.append(Instr("LOAD_CONST", value))
+                return
         raise Unsupported(f"cannot rebuild {self.describe()} in the compiled code")
 
 

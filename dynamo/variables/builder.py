@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._C import Wrapped as _Wrapped
 from ..exc import Unsupported
 from ..guards import Guard
 from ..source import GetItemSource, Source
@@ -24,7 +25,8 @@ from .callables import (
     UserObjectVariable,
 )
 from .constant import ConstantVariable
-from .containers import DictVariable, ListVariable, TupleVariable
+from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .opaque import OpaqueObjectVariable
 
 if TYPE_CHECKING:
     from ..symbolic_convert import InstructionTranslator
@@ -67,6 +69,10 @@ def wrap_constant(value: Any) -> VariableTracker:
         return PythonModuleVariable(value)
     if isinstance(value, (np.ndarray,)):
         raise Unsupported("an ndarray constant computed at trace time")
+    if isinstance(value, dict):
+        return DictVariable({k: wrap_constant(v) for k, v in value.items()})
+    if hasattr(type(value), "__next__"):  # an iterator over constants (reversed(), zip(), ...)
+        return IteratorVariable([wrap_constant(v) for v in value])
     return ConstantVariable(value)
 
 
@@ -100,7 +106,10 @@ class VariableBuilder:
             self.guard("SEQUENCE_LENGTH", (typ, len(value)))
             items = [VariableBuilder(self.tx, GetItemSource(self.source, i))(v) for i, v in enumerate(value)]
             cls = TupleVariable if typ is tuple else ListVariable
-            return cls(items, source=self.source)
+            vt = cls(items, source=self.source)
+            if cls is ListVariable:
+                vt.effects = self.tx.root().side_effects  # changes are replayed after the graph
+            return vt
         if isinstance(value, types.ModuleType):
             self.guard("ID_MATCH", Guard.identity(value))
             return PythonModuleVariable(value, source=self.source)
@@ -110,8 +119,16 @@ class VariableBuilder:
         if id(value) in _BUILTIN_CALLABLES and getattr(builtins, getattr(value, "__name__", ""), None) is value:
             self.guard("ID_MATCH", Guard.identity(value))
             return BuiltinVariable(value, source=self.source)
-        if isinstance(value, types.FunctionType):
+        if type(value) is _Wrapped:
+            # A dynamo.compile/disable wrapper (C): calling it changes the capture scope, so the
+            # call is never traced; it runs at a graph break like any function not inlined.
             self.guard("ID_MATCH", Guard.identity(value))
+            return UserFunctionVariable(value, source=self.source)
+        if isinstance(value, types.FunctionType):
+            # The same code and globals, not the same object: a function made anew on every call
+            # (a closure, or one rebuilt after a graph break) reuses the compiled version. What
+            # inlining reads from it (defaults, closure cells) is read through guarded sources.
+            self.guard("FUNCTION_MATCH", (Guard.identity(value.__code__), Guard.identity(value.__globals__)))
             return UserFunctionVariable(value, source=self.source)
         if typ is dict and all(type(k) in (str, int) for k in value):
             self.guard("DICT_KEYS", (typ, frozenset(value)))
@@ -120,4 +137,5 @@ class VariableBuilder:
         if _is_user_object(value):
             self.guard("TYPE_MATCH", typ)
             return UserObjectVariable(value, source=self.source)
-        raise Unsupported(f"{self.source.name()} is a {typ.__module__}.{typ.__qualname__}, which npdynamo does not trace yet")
+        # Anything else can still be passed along and called in plain Python after a graph break.
+        return OpaqueObjectVariable(value, self.source)

@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import math
 import operator
+import types
 from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
 
+from bytecode import Instr
+
 from fx import op_rules
 
 from ..exc import Unsupported
 from .base import VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, run_user_op, user_error
 from .containers import DictVariable, ListVariable, TupleVariable, _Sequence
 from .ndarray import NDArrayVariable
 
@@ -46,11 +49,7 @@ def _constant_call(fn: Callable, args: list[VariableTracker], kwargs: dict[str, 
 
     values = [a.as_python_constant() for a in args]
     kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-    try:
-        result = fn(*values, **kw)
-    except Exception as exc:
-        raise Unsupported(f"{getattr(fn, '__name__', fn)}(...) raised {type(exc).__name__}: {exc}") from None
-    return wrap_constant(result)
+    return wrap_constant(run_user_op(fn, *values, **kw))
 
 
 class NumpyFunctionVariable(VariableTracker):
@@ -104,17 +103,23 @@ class PythonModuleVariable(VariableTracker):
         from ..source import AttrSource
         from .builder import VariableBuilder, wrap_constant
 
-        try:
-            value = getattr(self.module, name)
-        except AttributeError:
-            raise Unsupported(f"module {self.module.__name__} has no attribute {name!r}") from None
+        missing = object()
+        value = getattr(self.module, name, missing)
+        if value is missing:
+            raise user_error(AttributeError,
+                             f"module {self.module.__name__!r} has no attribute {name!r}")
+        # The source (no guard) rebuilds the attribute after a graph break (``np.mgrid``).
+        source = AttrSource(self.source, name) if self.source is not None else None
         if self.module.__name__ == "numpy" or self.module.__name__.startswith("numpy."):
             # NumPy's own attributes are trusted not to be reassigned (no guard).
             if isinstance(value, ModuleType):
-                return PythonModuleVariable(value)
+                return PythonModuleVariable(value, source)
             if isinstance(value, (np.ufunc, type)) or callable(value):
-                return NumpyFunctionVariable(value)
-            return wrap_constant(value)
+                return NumpyFunctionVariable(value, source)
+            vt = wrap_constant(value)
+            if isinstance(vt, ConstantVariable) and source is not None:
+                vt.source = source
+            return vt
         if self.module in PURE_MODULES and callable(value):
             return BuiltinVariable(value)
         if self.source is None:
@@ -129,7 +134,7 @@ def _len(tx, args, kwargs):
     (arg,) = args
     if isinstance(arg, NDArrayVariable):
         if arg.meta.ndim == 0:
-            raise Unsupported("len() of a 0-d array (NumPy raises TypeError)")
+            raise user_error(TypeError, "len() of unsized object (a 0-d array)")
         return ConstantVariable(arg.meta.shape[0])
     if isinstance(arg, (_Sequence, DictVariable)):
         return ConstantVariable(len(arg.items))
@@ -146,7 +151,8 @@ def _abs(tx, args, kwargs):
 def _isinstance(tx, args, kwargs):
     obj, classes = args
     # The exact type of every traced value is guarded, so the answer is a constant.
-    return ConstantVariable(issubclass(obj.python_type(), classes.as_python_constant()))
+    classes = classes.as_python_constant()
+    return ConstantVariable(run_user_op(issubclass, obj.python_type(), classes))
 
 
 def _sequence_ctor(kind):
@@ -164,7 +170,8 @@ def _enumerate(tx, args, kwargs):
         args[1].as_python_constant() if len(args) > 1 else 0
     )
     items = args[0].unpack(tx)
-    return ListVariable([TupleVariable([ConstantVariable(start + i), v]) for i, v in enumerate(items)])
+    return ListVariable([TupleVariable([ConstantVariable(run_user_op(operator.add, start, i)), v])
+                         for i, v in enumerate(items)])
 
 
 def _zip(tx, args, kwargs):
@@ -197,7 +204,7 @@ def _sum(tx, args, kwargs):
 
 
 def _print(tx, args, kwargs):
-    raise Unsupported("print() has a side effect that cannot be put in a graph (graph breaks arrive in a later version)")
+    raise Unsupported("print() has a side effect that cannot be put in a graph")
 
 
 #: Builtins with a tracing rule. Others, called on constants, run at trace time if pure.
@@ -240,10 +247,11 @@ class BuiltinVariable(VariableTracker):
         rule = BUILTIN_RULES.get(self.fn)
         if rule is not None:
             return rule(tx, args, kwargs)
+        if isinstance(self.fn, type) and issubclass(self.fn, BaseException):
+            return ExceptionVariable(self.fn)  # ``raise ValueError("...")``
         if self.fn in (int, float, complex, bool) and any(isinstance(a, NDArrayVariable) for a in args):
             raise Unsupported(
-                f"{self.fn.__name__}() of an array value needs its data (data-dependent); "
-                "graph breaks arrive in a later version"
+                f"{self.fn.__name__}() of an array value needs its data (data-dependent)"
             )
         pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
         if pure and _all_constant(args, kwargs):
@@ -254,6 +262,20 @@ class BuiltinVariable(VariableTracker):
             if op_rules.is_supported_function(self.fn):
                 return tx.output.call_function(tx, self.fn, args, kwargs)
         raise Unsupported(f"call to {self.describe()} with these arguments is not supported")
+
+
+class ExceptionVariable(VariableTracker):
+    """A builtin exception created in the frame, about to be raised (``RAISE_VARARGS`` then makes
+    the frame run in plain Python, which raises the real one). Never rebuilt in compiled code."""
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def describe(self) -> str:
+        return f"{self.cls.__name__} instance"
+
+    def python_type(self) -> type:
+        return self.cls
 
 
 class MethodVariable(VariableTracker):
@@ -268,6 +290,11 @@ class MethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         return tx.output.call_method(tx, self.name, self.obj, args, kwargs)
+
+    def reconstruct(self, codegen) -> None:
+        # After a graph break the call runs in Python: ``x.item`` looked up on the real array.
+        self.obj.reconstruct(codegen)
+        codegen.append(Instr("LOAD_ATTR", self.name))
 
 
 class BoundConstantMethodVariable(VariableTracker):
@@ -310,7 +337,8 @@ class DictMethodVariable(VariableTracker):
         items = self.d.items
         if self.name == "get":
             key = args[0].as_python_constant()
-            return items[key] if key in items else (args[1] if len(args) > 1 else ConstantVariable(None))
+            found = run_user_op(operator.contains, items, key)
+            return items[key] if found else (args[1] if len(args) > 1 else ConstantVariable(None))
         if self.name == "keys":
             return ListVariable([ConstantVariable(k) for k in items])
         if self.name == "values":
@@ -322,9 +350,22 @@ class UserFunctionVariable(VariableTracker):
     """A Python function of the user. Not inlined in this version: calling it stops capture of
     the calling frame, and the callee is captured as a frame of its own."""
 
-    def __init__(self, fn: Callable, source=None) -> None:
+    def __init__(self, fn: Callable, source=None, bound_self: VariableTracker | None = None) -> None:
         self.fn = fn
         self.source = source
+        #: for a method read from an object: the object, passed as the first argument, and the
+        #: attribute name it was read under
+        self.bound_self = bound_self
+        self.bound_name = getattr(fn, "__name__", "")
+
+    def reconstruct(self, codegen) -> None:
+        if self.bound_self is not None:
+            # ``obj.method``: the bound method, looked up again on the object (after a graph
+            # break the call runs in Python and must receive the object as `self`).
+            codegen.reconstruct(self.bound_self)
+            codegen.append(Instr("LOAD_ATTR", self.bound_name))
+            return
+        super().reconstruct(codegen)
 
     def describe(self) -> str:
         code = getattr(self.fn, "__code__", None)
@@ -332,10 +373,17 @@ class UserFunctionVariable(VariableTracker):
         return f"function {getattr(self.fn, '__qualname__', self.fn)}{where}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        raise Unsupported(
-            f"call to {self.describe()}: calls to other Python functions are not inlined yet; "
-            "the caller runs in plain Python and the callee is compiled as its own frame"
-        )
+        from ..markers import graph_break
+
+        if self.fn is graph_break:
+            raise Unsupported("dynamo.graph_break() was called")
+        from ..inline import inline_call, spec_for_function
+
+        if not isinstance(self.fn, types.FunctionType):
+            raise Unsupported(f"call to {self.describe()}: not a plain Python function")
+        spec = spec_for_function(tx, self.fn, self.source)
+        self_args = [self.bound_self] if self.bound_self is not None else []
+        return inline_call(tx, spec, self_args + list(args), kwargs)
 
 
 class UserObjectVariable(VariableTracker):
@@ -353,12 +401,30 @@ class UserObjectVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.value)
 
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        """``obj.name = value``: replayed after the graph; later reads in the trace see it."""
+        import inspect
+
+        cls = type(self.value)
+        if cls.__setattr__ is not object.__setattr__:
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}, which has its "
+                              "own __setattr__")
+        static = inspect.getattr_static(cls, name, None)
+        if static is not None and hasattr(type(static), "__set__") and \
+                type(static).__name__ != "member_descriptor":
+            raise Unsupported(f"setting attribute {name!r} of {self.describe()}: a "
+                              f"{type(static).__name__} runs code when set")
+        tx.root().side_effects.store_attr(self, name, value)
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         import inspect
 
         from ..source import AttrSource
         from .builder import VariableBuilder
 
+        written = tx.root().side_effects.pending_attr(self, name)
+        if written is not None:
+            return written
         cls = type(self.value)
         if cls.__getattribute__ is not object.__getattribute__:
             raise Unsupported(f"{self.describe()} has a custom __getattribute__")
@@ -368,7 +434,13 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"{self.describe()} has no attribute {name!r} (or it comes from __getattr__)")
         in_instance = name in getattr(self.value, "__dict__", {})
         if not in_instance and inspect.isfunction(static):
-            return UserFunctionVariable(getattr(self.value, name))
+            # A method: the class's function (guarded by identity through the object's class),
+            # called with the object first.
+            fn_source = AttrSource(AttrSource(self.source, "__class__"), name)
+            fn = VariableBuilder(tx, fn_source)(static)
+            method = UserFunctionVariable(static, source=fn.source, bound_self=self)
+            method.bound_name = name
+            return method
         descriptor_types = (type(cls.__dict__.get("__dict__")), type(getattr(cls, "__weakref__", None)))
         member = type(static).__name__ == "member_descriptor"
         if not in_instance and hasattr(type(static), "__get__") and not member and not isinstance(static, descriptor_types):

@@ -1,19 +1,62 @@
 """Python constants: literals, and values read from guarded sources (scalars, strings, dtypes,
-ranges, slices). Operations on constants run eagerly at trace time."""
+ranges, slices). Operations on constants run eagerly at trace time, through `run_user_op`: an
+exception there is the user's own error (`UserCodeError`: the frame runs in plain Python, which
+raises it), never an npdynamo internal error."""
 
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..exc import Unsupported
+from ..exc import Unsupported, UserCodeError
 from .base import VariableTracker
 
 if TYPE_CHECKING:
     from ..codegen import Codegen
 
-__all__ = ["ConstantVariable"]
+__all__ = ["ConstantVariable", "run_user_op", "user_error"]
+
+
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis), range, slice,
+              np.dtype, np.generic, type, types.FunctionType, types.BuiltinFunctionType,
+              types.ModuleType, types.CodeType, np.ufunc)
+
+
+def _immutable(value: Any) -> bool:
+    """Whether `value` may be a constant of generated code (nothing can change it)."""
+    if isinstance(value, (tuple, frozenset)):
+        return all(_immutable(v) for v in value)
+    return isinstance(value, _IMMUTABLE) and not isinstance(value, np.ndarray)
+
+
+def user_error(error: type[BaseException], message: str) -> UserCodeError:
+    """The user's code raises `error` here; plain Python must run the frame to raise it."""
+    return UserCodeError(f"the code raises {error.__name__}: {message} (the frame runs in plain "
+                         "Python, which raises it)", error)
+
+
+def run_user_op(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``: an operation of the user's code on Python constants, run now.
+
+    An exception is the user's (`UserCodeError`). A floating-point warning (NumPy scalars) is
+    turned into an error while it runs (``np.errstate`` is per thread): the result would be baked
+    into the compiled code and the warning shown only once, so such code is not captured.
+    """
+    try:
+        with np.errstate(all="raise"):
+            return fn(*args, **kwargs)
+    except FloatingPointError as exc:
+        error, message = None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - the user's own error, raised again by plain Python
+        error, message = type(exc), str(exc)
+    # Raised outside the handler: no __context__ holding the failed operation's traceback (its
+    # frames lead back to the translator: a reference cycle).
+    if error is None:
+        raise Unsupported(f"a computation on constants warns or raises ({message}); it is left "
+                          "to plain Python, where NumPy's error state decides")
+    raise user_error(error, message)
 
 
 class ConstantVariable(VariableTracker):
@@ -38,16 +81,20 @@ class ConstantVariable(VariableTracker):
     def unpack(self, tx) -> list[VariableTracker]:
         if isinstance(self.value, (tuple, list, range, str)):
             return [ConstantVariable(v) for v in self.value]
+        if isinstance(self.value, (bool, int, float, complex, type(None), slice, np.dtype)):
+            raise user_error(TypeError, f"{type(self.value).__name__!r} object is not iterable")
         return super().unpack(tx)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if not callable(self.value):
+            raise user_error(TypeError, f"{type(self.value).__name__!r} object is not callable")
+        return super().call_function(tx, args, kwargs)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if isinstance(self.value, (int, float, complex, np.dtype, slice, range, np.generic)) and (
             not name.startswith("_")
         ):
-            try:
-                attr = getattr(self.value, name)
-            except AttributeError as exc:
-                raise Unsupported(str(exc)) from None
+            attr = run_user_op(getattr, self.value, name)
             if callable(attr):
                 from .callables import BoundConstantMethodVariable
 
@@ -58,4 +105,12 @@ class ConstantVariable(VariableTracker):
     def reconstruct(self, codegen: "Codegen") -> None:
         from bytecode import Instr
 
+        if self.source is not None:
+            self.source.reconstruct(codegen)
+            return
+        if not _immutable(self.value):
+            # A constant of the code is shared by every call: a list, a dict or an iterator made
+            # while tracing would carry one call's changes into the next.
+            raise Unsupported(f"cannot rebuild {self.describe()} (a mutable object made while "
+                              "tracing) in the compiled code")
         codegen.append(Instr("LOAD_CONST", self.value))

@@ -6,6 +6,7 @@ mutating it would need the change replayed on the real object after the graph ru
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING, Any
 
 from bytecode import Instr
@@ -43,11 +44,10 @@ class _Sequence(VariableTracker):
         return bool(self.items)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
+        from .constant import run_user_op
+
         key = index.as_python_constant()
-        try:
-            picked = self.items[key]
-        except (IndexError, TypeError) as exc:
-            raise Unsupported(f"{self.describe()}[{key!r}]: {exc}") from None
+        picked = run_user_op(operator.getitem, self.items, key)
         return type(self)(picked) if isinstance(key, slice) else picked
 
     def reconstruct(self, codegen: "Codegen") -> None:
@@ -55,7 +55,7 @@ class _Sequence(VariableTracker):
             self.source.reconstruct(codegen)
             return
         for item in self.items:
-            item.reconstruct(codegen)
+            codegen.reconstruct(item)
         codegen.append(Instr(self.build_op, len(self.items)))
 
 
@@ -68,12 +68,16 @@ class ListVariable(_Sequence):
     kind = list
     build_op = "BUILD_LIST"
 
+    #: set by the translator: where changes to a list from outside the frame are recorded
+    effects = None
+
     def check_mutable(self) -> None:
+        """Called before the items change: a list from outside the frame gets its new items
+        replayed after the graph (`side_effects.py`)."""
         if self.source is not None:
-            raise Unsupported(
-                f"mutating the list {self.source.name()} that came from outside the frame "
-                "(side effects on inputs are not replayed in this version)"
-            )
+            if self.effects is None:
+                raise Unsupported(f"mutating the list {self.source.name()} from outside the frame")
+            self.effects.mutated_list(self)
 
     def append(self, item: VariableTracker) -> None:
         self.check_mutable()
@@ -116,10 +120,9 @@ class DictVariable(VariableTracker):
         return [ConstantVariable(k) for k in self.items]
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        key = index.as_python_constant()
-        if key not in self.items:
-            raise Unsupported(f"dict key {key!r} is missing (KeyError)")
-        return self.items[key]
+        from .constant import run_user_op
+
+        return run_user_op(operator.getitem, self.items, index.as_python_constant())
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in ("get", "keys", "values", "items"):
@@ -134,7 +137,7 @@ class DictVariable(VariableTracker):
             return
         for key, value in self.items.items():
             codegen.append(Instr("LOAD_CONST", key))
-            value.reconstruct(codegen)
+            codegen.reconstruct(value)
         codegen.append(Instr("BUILD_MAP", len(self.items)))
 
 

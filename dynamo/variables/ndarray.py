@@ -67,7 +67,9 @@ class NDArrayVariable(VariableTracker):
 
     def unpack(self, tx) -> list[VariableTracker]:
         if self.meta.is_scalar or self.meta.ndim == 0:
-            raise Unsupported("iteration over a 0-d array (NumPy raises TypeError)")
+            from .constant import user_error
+
+            raise user_error(TypeError, "iteration over a 0-d array")
         n = self.meta.shape[0]
         if n > MAX_UNPACK:
             raise Unsupported(f"iterating over {n} rows of an array (limit {MAX_UNPACK} when unrolling)")

@@ -11,7 +11,12 @@ observe, so a duplicate ``B`` of ``A`` is replaced only when
     alias would otherwise show through both names), and
   * every user of ``B`` makes a fresh array from it (ufuncs, arithmetic operators, reductions):
     ``B`` is not returned and no view of it escapes, so the caller never sees two names for one
-    object.
+    object, and
+  * ``B`` cannot raise or warn (`Node.may_raise_or_warn`, the predicate DCE uses): eager code
+    warns once per evaluation (``np.exp(x) + np.exp(x)`` warns twice on overflow), and an
+    ``np.errstate(call=...)`` handler or a "always" warnings filter sees the count. (The C
+    backend still computes equal expressions once inside a kernel, and runs the NumPy path
+    when the kernel flags, so merging there costs nothing.)
 """
 
 from __future__ import annotations
@@ -68,6 +73,11 @@ def _key(value: Any) -> Any:
     return (type(value), value)
 
 
+def _may_raise_or_warn(node: Any) -> bool:
+    check = getattr(node, "may_raise_or_warn", None)
+    return True if check is None else bool(check())
+
+
 def _upstream_of_mutations(graph: Any) -> set[Any]:
     tainted: set[Any] = set()
     stack = [n for n in graph.nodes if n.op not in ("placeholder", "output") and n.is_impure()]
@@ -100,6 +110,8 @@ def eliminate_common_subexpressions(graph: Any) -> int:
             seen[key] = node
             continue
         if not node.users or not all(_makes_fresh_array(u) for u in node.users):
+            continue
+        if _may_raise_or_warn(node):
             continue
         node.replace_all_uses_with(first)
         graph.erase_node(node)

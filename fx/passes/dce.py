@@ -1,9 +1,11 @@
 """Dead code elimination: drop nodes whose value nobody reads and that have no side effects.
 
 In: an `fx.Graph`. Out: the same graph, edited in place; returns whether anything was removed.
-Called by `Graph.eliminate_dead_code` and by the compiler before handing a graph to a backend.
-What counts as a side effect is `Node.is_impure` (placeholders, output, setitem, in-place
-operators, ``out=`` calls, targets registered with `fx.node.register_impure`).
+Called by `Graph.eliminate_dead_code`, by the compiler before handing a graph to a backend, and
+by the C backend's passes. A node is kept when `Node.is_impure` (placeholders, output, setitem,
+in-place operators, ``out=`` calls, targets registered with `fx.node.register_impure`) or when
+`Node.may_raise_or_warn` (an unused ``x ** x`` on negative integers must still raise, an unused
+``x / 0.0`` must still warn): removing it would change what the program does.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def eliminate_dead_code(graph: Graph) -> bool:
         # its dead users (which come later) are already gone. Loop anyway until a fixed point.
         removed = False
         for node in reversed(graph.nodes):
-            if not node.users and not node.is_impure():
+            if not node.users and not node.is_impure() and not node.may_raise_or_warn():
                 graph.erase_node(node)
                 removed = True
         if not removed:

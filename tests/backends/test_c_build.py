@@ -18,6 +18,7 @@ import pytest
 
 from dynamo.backends.c import toolchain
 from dynamo.backends.c.build import (
+    FPENV_GUARD,
     BuildError,
     BuildOptions,
     CompilerNotFound,
@@ -138,7 +139,7 @@ def test_compile_error_raises_build_error_with_compiler_message():
     err = info.value
     assert "kernel.c:2" in str(err) and "error" in str(err)
     assert "error" in err.stderr and err.command[0].endswith("gcc")
-    assert err.source_path is not None and err.source_path.read_text() == src
+    assert err.source_path is not None and err.source_path.read_text() == src + FPENV_GUARD
 
 
 def test_bad_cdef_raises_build_error():

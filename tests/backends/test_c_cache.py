@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from dynamo.backends.c import cache
-from dynamo.backends.c.build import BuildOptions, build_library
+from dynamo.backends.c.build import FPENV_GUARD, BuildOptions, build_library
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -100,7 +100,7 @@ def test_entry_layout_and_metadata(env, source_file):
     entry = entry_of(report)
     assert {p.name for p in entry.iterdir()} == {"kernel.so", "kernel.c", "kernel_ffi.py",
                                                   "meta.json"}
-    assert (entry / "kernel.c").read_text() == source_file.read_text()
+    assert (entry / "kernel.c").read_text() == source_file.read_text() + FPENV_GUARD
     meta = json.loads((entry / "meta.json").read_text())
     assert meta["key"] == report["key"] == entry.name
     so = meta["files"]["kernel.so"]

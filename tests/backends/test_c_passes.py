@@ -6,6 +6,8 @@ that ``gm.forward`` still returns what it returned before (eager NumPy is the or
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -31,11 +33,29 @@ def count(g, op="call_function"):
 
 
 def test_cse_merges_identical_pure_nodes():
-    g = graph_of(lambda x: np.exp(x * 2.0) + np.exp(x * 2.0))
-    want = GraphModule(g).forward(X)
+    xi = np.arange(12).reshape(3, 4)
+    g = graph_of(lambda x: np.bitwise_and(x * 2, 7) + np.bitwise_and(x * 2, 7))
+    propagate_shapes(GraphModule(g), [xi])  # integer array ops: nothing can raise or warn
+    want = GraphModule(g).forward(xi)
     assert eliminate_common_subexpressions(g) == 2
     assert count(g) == 3
-    np.testing.assert_array_equal(GraphModule(g).forward(X), want)
+    np.testing.assert_array_equal(GraphModule(g).forward(xi), want)
+
+
+def test_cse_keeps_duplicates_that_may_warn():
+    # Eager NumPy warns once per evaluation: two overflowing exps warn twice.
+    g = graph_of(lambda x: np.exp(x * 2.0) + np.exp(x * 2.0))
+    big = np.full((3, 4), 500.0)
+    propagate_shapes(GraphModule(g), [big])
+    counts = []
+    for merge in (False, True):
+        if merge:
+            assert eliminate_common_subexpressions(g) == 0
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            GraphModule(g).forward(big)
+        counts.append([str(w.message) for w in rec])
+    assert counts[0] == counts[1] == ["overflow encountered in exp"] * 2
 
 
 def test_cse_respects_constant_types():

@@ -4,7 +4,7 @@
   epilogue output and read them back instead of recomputing ``exp``; results must still equal
   NumPy (pairwise sums in NumPy's order) for contiguous and strided rows, float32 and float64.
 * Calibration (`_calibrate`): best-of-N interleaved timings decide kernel vs NumPy; the extra
-  runs must not replay floating-point warnings a second time.
+  runs must not warn a second time (the first call warns once, from the chosen path).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_calibration_is_best_of_several_and_warns_once():
         warnings.simplefilter("always")
         with np.errstate(divide="warn"):
             got = f(x)
-    assert [w.category for w in caught] == [RuntimeWarning]  # replayed once, not per round
+    assert [w.category for w in caught] == [RuntimeWarning]  # once, not per round
     kernel_s, numpy_s = runner.calibration
     assert 0 < kernel_s and 0 < numpy_s
     assert runner.use_kernel == (kernel_s <= numpy_s)

@@ -6,6 +6,8 @@ import sys
 import textwrap
 import warnings
 
+import operator
+
 import numpy as np
 import pytest
 
@@ -118,10 +120,12 @@ def test_disable_as_decorator_inside_compiled_function():
 
     x = np.ones(3)
     assert_same(dynamo.compile(outer, backend=backend)(x), np.exp(x) + 1)
-    assert len(backend.graphs) == 0  # outer calls a function: not captured; helper disabled
+    # outer breaks at the call (helper is disabled: never captured); `+ 1` is the only graph
+    assert len(backend.graphs) == 1
+    assert [n.target for n in backend.graphs[0].graph.nodes if n.op == "call_function"] == [operator.add]
 
 
-def test_called_functions_are_captured_as_their_own_frames():
+def test_called_functions_are_inlined_into_the_callers_graph():
     backend = Counter()
 
     def inner(x):
@@ -133,11 +137,33 @@ def test_called_functions_are_captured_as_their_own_frames():
 
     x = np.arange(5.0)
     assert_same(dynamo.compile(outer, backend=backend)(x), outer(x))
-    assert len(backend.graphs) == 1  # inner, reused for both calls
-    assert len(_C.get_cache_entries(inner.__code__)) == 1
+    assert len(backend.graphs) == 1  # both calls of inner traced into outer's graph
+    sqrt_nodes = [n for n in backend.graphs[0].graph.nodes if n.target is np.sqrt]
+    assert len(sqrt_nodes) == 2
+    assert _C.get_cache_entries(inner.__code__) == []  # never ran as a frame of its own
     out = dynamo.explain(outer)(x)
-    assert out.graph_count == 1 and out.graph_break_count == 1
-    assert "inner" in out.break_reasons[0] and __file__ in out.break_reasons[0]
+    assert out.graph_count == 1 and out.graph_break_count == 0
+
+
+def test_a_callee_that_cannot_be_inlined_is_compiled_as_its_own_frame():
+    backend = Counter()
+
+    def inner(x):
+        print(end="")  # not capturable: the call breaks the caller's graph
+        return np.sqrt(x) * 3
+
+    def outer(x):
+        y = inner(x)
+        return inner(y + 1)
+
+    x = np.arange(5.0)
+    assert_same(dynamo.compile(outer, backend=backend)(x), outer(x))
+    # inner's own frame (its resume function after the print, one version for both calls) and
+    # outer's `y + 1` between the two calls
+    assert len(backend.graphs) == 2
+    out = dynamo.explain(outer)(x)
+    assert out.graph_count == 2 and out.graph_break_count >= 2
+    assert "print()" in out.break_reasons[0] and __file__ in out.break_reasons[0]
 
 
 BIAS = np.array([1.0, 2.0, 3.0])

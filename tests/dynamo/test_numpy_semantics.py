@@ -570,17 +570,28 @@ def reshape_error(x):
     return x.reshape(5, 7)
 
 
+#: (function, graphs on the first call, new graphs for the negated input)
+GRAPH_BREAKS = [
+    (prints, 2, 0),                 # x + 1 | print(...) in Python | y * 2
+    (data_dependent_branch, 2, 1),  # x.sum() > 0 | the branch taken; later the other branch
+    (python_float_of_array, 1, 0),  # x.sum() | float() and * 2 on a Python float: no graph
+    (mask_indexing, 2, 1),          # x > 0 | x[mask] in Python | * 2, whose input shape is new
+    (try_except, 0, 0),             # a try block first: the frame runs in plain Python
+]
+
+
 @pytest.mark.parametrize("dtype", ["float64", "int32"])
-@pytest.mark.parametrize("fn", [prints, data_dependent_branch, python_float_of_array,
-                                mask_indexing, try_except], ids=lambda f: f.__name__)
-def test_not_captured_but_correct(check, fn, dtype, capsys):
-    check(fn, data(dtype), graphs=0)
-    check(fn, -data(dtype), graphs=0)
+@pytest.mark.parametrize("fn, first, second", GRAPH_BREAKS, ids=[f.__name__ for f, *_ in GRAPH_BREAKS])
+def test_graph_breaks_give_numpy_results(check, fn, first, second, dtype, capsys):
+    check(fn, data(dtype), graphs=first)
+    check(fn, -data(dtype), graphs=second)
 
 
-@pytest.mark.parametrize("fn", [calls_a_helper, calls_a_helper_only], ids=lambda f: f.__name__)
-def test_helper_is_captured_as_its_own_frame(check, fn):
-    check(fn, data("float64"), graphs=1)
+@pytest.mark.parametrize("fn, graphs", [(calls_a_helper, 2), (calls_a_helper_only, 1)],
+                         ids=["calls_a_helper", "calls_a_helper_only"])
+def test_helper_is_captured_as_its_own_frame(check, fn, graphs):
+    # the helper's own graph, and (calls_a_helper) `y * 2` after the print, in a resume function
+    check(fn, data("float64"), graphs=graphs)
 
 
 @pytest.mark.parametrize("fn, args", [
@@ -590,12 +601,13 @@ def test_helper_is_captured_as_its_own_frame(check, fn):
     (reshape_error, (data("float64"),)),
 ], ids=["broadcast", "user_raise", "axis", "reshape"])
 def test_errors_propagate_like_numpy(check, fn, args):
-    check(fn, *args, graphs=0)
+    # user_raise: `y = x * 2` is captured; the raise runs in plain Python after the break
+    check(fn, *args, graphs=1 if fn is user_raise else 0)
 
 
 def test_explain_reports_a_data_dependent_break():
     out = dynamo.explain(data_dependent_branch)(data("float64"))
-    assert out.graph_count == 0 and out.graph_break_count == 1
+    assert out.graph_count == 2 and out.graph_break_count == 1
     assert out.break_reasons and "data_dependent_branch" in out.break_reasons[0]
 
 
@@ -886,7 +898,9 @@ def integer_negative_power(x):
 
 
 #: Not captured on purpose (data-dependent output shapes, Python values) or outside this slice.
-NOT_CAPTURED = {where_one_argument, nonzero, item_and_tolist}
+NOT_CAPTURED = {nonzero, item_and_tolist}
+#: A graph, then a break at a call the rules cannot describe (the shape depends on data).
+BREAKS_AFTER_A_GRAPH = {where_one_argument}
 #: Outside this slice (builtins over arrays, .real): captured or not, the results must match.
 EITHER = {builtin_sum, builtin_divmod, complex_parts}
 #: NumPy raises (a RuntimeWarning turned into an error, or ValueError): only the error is compared.
@@ -932,6 +946,7 @@ ASSORTED = [
                          ids=[f"{fn.__name__}-{args[0].dtype}" for fn, args in ASSORTED])
 def test_assorted_user_code(check, fn, args):
     graphs = 0 if fn in NOT_CAPTURED else None if fn in RAISES | EITHER else 1
+    # BREAKS_AFTER_A_GRAPH: 1 graph (`x > 0`), then np.where(mask) in plain Python
     check(fn, *args, graphs=graphs)
 
 

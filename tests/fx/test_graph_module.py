@@ -40,6 +40,7 @@ def test_exact_source_of_a_small_graph():
         "    sin = numpy.sin(x)\n"
         "    # File: f.py:3 in f, code: return np.sin(x) * y\n"
         "    mul = sin * y\n"
+        "    del sin\n"  # a value dies after its last use, as in plain NumPy
         "    sum = mul.sum(axis=0)\n"
         "    return (sum, mul)\n"
     )
@@ -192,9 +193,10 @@ def test_other_callables_become_globals_named_after_them():
     # Globals share the namespace of node names, so nothing is shadowed.
     assert gm.globals["helper_3"] is helper and gm.globals["helper_4"] is helper2
     assert gm.globals["len_1"] is len
-    assert gm.code.splitlines()[1:4] == [
+    assert gm.code.splitlines()[1:5] == [
         "    helper_1 = helper_3(helper)",
         "    helper_2 = helper_4(helper_1)",
+        "    del helper_1",
         "    len = len_1(helper_2)",
     ]
     out = gm(np.arange(3.0))
@@ -313,3 +315,19 @@ def test_literal_operands_and_odd_kwargs():
     np.testing.assert_array_equal(got[0], b_want)
     np.testing.assert_array_equal(got[1], b_want[1:])
     assert list(got[2]) == ["not-an-identifier", "ok"] and got[3] == 3
+
+
+def test_values_are_deleted_after_their_last_use():
+    g = Graph()
+    x = g.placeholder("x")
+    a = g.call_function(np.sin, (x,))
+    b = g.call_function(np.cos, (a,))
+    dead = g.call_function(operator.truediv, (b, 0.0))  # kept: it may warn
+    c = g.call_function(np.exp, (b,))
+    g.output(c)
+    code = GraphModule(g).code.splitlines()
+    # `a` dies after cos reads it, `dead` right after it is made; arguments and the returned
+    # value are never deleted, and nothing is deleted just before the return
+    assert "    del sin" in code and code.index("    del sin") == code.index("    cos = numpy.cos(sin)") + 1
+    assert any(line.startswith("    del ") and "truediv" in line for line in code)
+    assert not any("del x" in line or "del exp" in line for line in code)

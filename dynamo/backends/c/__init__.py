@@ -39,7 +39,7 @@ from . import build as _build_layer
 from .codegen_c import cdef_for, module_source
 from .config import COptions, resolve_options
 from .fusion import FusionPlan, plan_fusion
-from .kernel import PointwiseRunner, ReductionRunner, numpy_modes_ok
+from .kernel import PointwiseRunner, ReductionRunner, fp_warn_mask
 from .loop_ir import Kernel, PointwiseKernel, ReductionKernel, walk
 from .report import FusionReport, build_report
 
@@ -108,27 +108,23 @@ def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], 
     The first kernel call pays one-off costs (code pages of the fresh library, libmvec) and
     the machine may be shared, so one timing of each is not a verdict: rounds of (NumPy,
     kernel) alternate until `_MIN_ROUNDS` are done and `_BUDGET_S` is spent (or
-    `_MAX_ROUNDS`), and the minima are compared. Extra runs discard their results and do not
-    replay FP flags (the first kernel call already did).
+    `_MAX_ROUNDS`), and the minima are compared. Every timed run's results are discarded (the
+    NumPy runs under errstate 'ignore'): the caller computes the result the user sees with the
+    chosen path, so it does not depend on whether this was the first call.
     """
     kernel_best, numpy_best, spent = first_kernel_s, float("inf"), first_kernel_s
     args = [env[n] for n in in_nodes]
-    replay = runner.replay_flags
-    runner.replay_flags = False
-    try:
-        for rnd in range(_MAX_ROUNDS):
-            t0 = time.perf_counter()
-            with np.errstate(all="ignore"):
-                numpy_path(dict(env))
-            t1 = time.perf_counter()
-            runner(args)
-            t2 = time.perf_counter()
-            numpy_best, kernel_best = min(numpy_best, t1 - t0), min(kernel_best, t2 - t1)
-            spent += t2 - t0
-            if rnd + 1 >= _MIN_ROUNDS and spent > _BUDGET_S:
-                break
-    finally:
-        runner.replay_flags = replay
+    for rnd in range(_MAX_ROUNDS):
+        t0 = time.perf_counter()
+        with np.errstate(all="ignore"):
+            numpy_path(dict(env))
+        t1 = time.perf_counter()
+        runner(args)
+        t2 = time.perf_counter()
+        numpy_best, kernel_best = min(numpy_best, t1 - t0), min(kernel_best, t2 - t1)
+        spent += t2 - t0
+        if rnd + 1 >= _MIN_ROUNDS and spent > _BUDGET_S:
+            break
     runner.calibration = (kernel_best, numpy_best)
     return kernel_best <= numpy_best
 
@@ -136,9 +132,12 @@ def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], 
 def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[dict], None]:
     """Run kernel ``k`` (or, when the kernel declines or is slower, its member nodes with NumPy).
 
-    With ``calibrate``, the first call runs both paths and times them (the NumPy run is
-    silenced with errstate 'ignore': its results are discarded, the kernel's replay warns);
-    afterwards only the faster path runs. The verdict is kept on the runner (``use_kernel``).
+    With ``calibrate``, the first call times both paths (`_calibrate`, results discarded) and
+    then computes its result with the chosen one, exactly as every later call does: a result
+    never depends on how often the function ran. The verdict is kept on the runner
+    (``use_kernel``). Kernel outputs are discarded in favour of the NumPy path when the kernel
+    raised a floating-point flag whose errstate mode is 'warn' (`kernel.fp_warn_mask`), so the
+    warnings are exactly NumPy's.
     """
     in_nodes = [od.node for od in k.operands]
     outs = list(k.out_nodes)
@@ -175,18 +174,26 @@ def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[
     runner.use_kernel = None if calibrate else True
 
     def step(env: dict) -> None:
-        if fp and not numpy_modes_ok():
+        warn = fp_warn_mask() if fp else 0
+        if warn is None:  # an errstate mode raises/calls: only NumPy raises where NumPy raises
             return numpy_path(env)
         verdict = runner.use_kernel
         if verdict is False:
             return numpy_path(env)
         t0 = time.perf_counter()
-        results = runner([env[n] for n in in_nodes])
-        if results is None:
+        got = runner([env[n] for n in in_nodes])
+        if got is None:
             return numpy_path(env)
         if verdict is None:
-            runner.use_kernel = _calibrate(runner, in_nodes, numpy_path, env,
-                                           time.perf_counter() - t0)
+            runner.use_kernel = verdict = _calibrate(runner, in_nodes, numpy_path, env,
+                                                     time.perf_counter() - t0)
+            if not verdict:
+                return numpy_path(env)
+        results, flags = got
+        if flags & warn:
+            # NumPy would (or libm spuriously did) flag this: let NumPy compute it and warn
+            # (category, message naming the ufunc, order) exactly as eager code does.
+            return numpy_path(env)
         for n, v in zip(outs, results):
             env[n] = v
 
@@ -251,6 +258,9 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
     for k in worth:
         cls = PointwiseRunner if k.kind == "pointwise" else ReductionRunner
         runners[k.name] = cls(k, getattr(lib.lib, k.name), lib.ffi, opts)
+        # The runner keeps the library loaded: it is unloaded when the last compiled function
+        # using it is gone (build.py), never while one of its kernels can still be called.
+        runners[k.name].library = lib
 
     steps: list[Callable[[dict], None]] = []
     for item in plan.schedule:

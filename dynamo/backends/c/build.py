@@ -18,8 +18,15 @@ cffi releases the GIL for the duration of every call into ``lib`` (tested in
 tests/backends/test_c_build.py), so a kernel can run while other Python threads proceed; kernels
 must therefore be reentrant (no global scratch).
 
-Each library is loaded once per process: libraries are kept by cache key, and the same key never
-triggers a second ``dlopen``. The returned object is shared; do not mutate it.
+Each library is loaded once per process while it is in use: libraries are kept by cache key
+(weakly), so the same key never triggers a second ``dlopen`` while a `Library` for it is alive;
+when the last reference to a `Library` goes, it is unloaded (``ffi.dlclose``). Keep the
+`Library` (not only a function taken from ``lib``) for as long as you call into it. The
+returned object is shared; do not mutate it.
+
+Without a compiler (none on PATH, ``$CC`` gone), a library this request built before is still
+loaded from the disk cache: every build records an *alias* (a key over what was asked for:
+source, compiler as named, flags as given, CPU, versions) pointing to its full key.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +111,25 @@ class Library:
     source_path: Path = field(default=Path())
 
 
-_loaded: dict[str, Library] = {}
+#: Appended to every library's source: ``-ffast-math``/``-Ofast`` (option ``fastmath``, or
+#: ``$DYNAMO_CFLAGS``) link gcc's crtfastmath.o, whose constructor switches on flush-to-zero /
+#: denormals-are-zero for the thread that loads the library, changing every later NumPy result
+#: on subnormals. The first constructor saves the floating-point environment, and `_load`
+#: restores it right after ``dlopen`` (constructor order alone cannot put ours after gcc's).
+FPENV_GUARD = """
+/* npdynamo: loading this library must not change the caller's floating-point environment */
+#include <fenv.h>
+static fenv_t npdynamo_saved_fenv;
+__attribute__((constructor(101))) static void npdynamo_save_fenv(void)
+{ fegetenv(&npdynamo_saved_fenv); }
+void npdynamo_restore_fenv(void) { fesetenv(&npdynamo_saved_fenv); }
+"""
+FPENV_CDEF = "\nvoid npdynamo_restore_fenv(void);\n"
+
+#: Libraries loaded in this process, by cache key, while something uses them: a `Library` is
+#: unloaded (``dlclose``) when its last user drops it (`_unload`), so compiled functions that
+#: are garbage collected do not leave their kernels mapped.
+_loaded: "weakref.WeakValueDictionary[str, Library]" = weakref.WeakValueDictionary()
 _loaded_lock = threading.Lock()
 _key_locks: dict[str, threading.Lock] = {}
 
@@ -119,16 +145,48 @@ def _cffi_version() -> str:
     return str(_cffi_backend.__version__)
 
 
+def _requested_compiler(options: BuildOptions) -> str:
+    return options.compiler or os.environ.get("CC", "").strip()
+
+
+def _alias_key(c_source: str, cdef: str, options: BuildOptions) -> str:
+    """A key computed without the compiler: what was asked for (source, compiler as named,
+    flags as given, CPU, versions). It maps to the full key of the last build of that request,
+    so a cached kernel loads when the compiler is gone."""
+    return _cache.make_key({
+        "alias": "1",
+        "source": c_source,
+        "cdef": cdef,
+        "compiler_request": _requested_compiler(options),
+        "cflags": shlex.join(options.cflags),
+        "env_cflags": os.environ.get(_toolchain.CFLAGS_ENV, ""),
+        "fastmath": str(options.fastmath),
+        "openmp": str(options.openmp),
+        "cpu": _toolchain.cpu_features(),
+        "npdynamo": _package_version(),
+        "cffi": _cffi_version(),
+    })
+
+
 def build_library(c_source: str, cdef: str, options: BuildOptions | None = None) -> Library:
     """Compile (or fetch from the disk cache) and load ``c_source``; see the module docstring.
 
-    Raises `CompilerNotFound` if there is no compiler, `BuildError` if compilation or loading
-    fails (with the compiler's messages).
+    Raises `CompilerNotFound` if there is no compiler (and no cached build of this request),
+    `BuildError` if compilation or loading fails (with the compiler's messages).
     """
     options = options or BuildOptions()
     start = time.perf_counter()
+    c_source, cdef = c_source + FPENV_GUARD, cdef + FPENV_CDEF
     kcache = _cache.KernelCache(_cache.cache_root())
-    tc = _toolchain.find_toolchain(options.compiler, kcache.toolchains)
+    alias = _alias_key(c_source, cdef, options)
+    try:
+        tc = _toolchain.find_toolchain(options.compiler, kcache.toolchains)
+    except CompilerNotFound:
+        # No compiler: a kernel this request built before is still usable from the cache.
+        found = _load_by_alias(kcache, alias, start)
+        if found is None:
+            raise
+        return found
     flags, use_openmp = _toolchain.compile_flags(
         tc, options.cflags, options.fastmath, options.openmp
     )
@@ -152,6 +210,7 @@ def build_library(c_source: str, cdef: str, options: BuildOptions | None = None)
             done = _loaded.get(key)
         if done is not None:
             return done
+        kcache = _cache.checked(kcache, key, alias)
         from_cache = False
         entry = kcache.lookup(key)
         loaded = None
@@ -170,22 +229,97 @@ def build_library(c_source: str, cdef: str, options: BuildOptions | None = None)
                     f"the compiled kernel library {entry} could not be loaded: {exc}",
                     source_path=entry / _cache.SOURCE_NAME,
                 ) from exc
-        ffi, lib = loaded
-        library = Library(
-            ffi=ffi,
-            lib=lib,
-            path=entry / _cache.SO_NAME,
-            key=key,
-            from_cache=from_cache,
-            build_seconds=time.perf_counter() - start,
-            openmp=use_openmp,
-            compiler=tc.identity,
-            flags=flags,
-            source_path=entry / _cache.SOURCE_NAME,
-        )
+        kcache.record_alias(alias, {"key": key, "compiler": tc.identity, "flags": list(flags),
+                                    "openmp": use_openmp})
+        return _register(loaded, entry, key, from_cache, start, use_openmp, tc.identity, flags)
+
+
+def _register(loaded: tuple[Any, Any], entry: Path, key: str, from_cache: bool, start: float,
+              openmp: bool, compiler: str, flags: tuple[str, ...]) -> Library:
+    ffi, lib = loaded
+    library = Library(
+        ffi=ffi,
+        lib=lib,
+        path=entry / _cache.SO_NAME,
+        key=key,
+        from_cache=from_cache,
+        build_seconds=time.perf_counter() - start,
+        openmp=openmp,
+        compiler=compiler,
+        flags=flags,
+        source_path=entry / _cache.SOURCE_NAME,
+    )
+    # Not at exit: a daemon thread may still be inside a kernel while the interpreter shuts
+    # down, and the process unmaps everything anyway.
+    weakref.finalize(library, _unload, ffi, lib, key).atexit = False
+    with _loaded_lock:
+        _loaded[key] = library
+    return library
+
+
+def _load_by_alias(kcache: _cache.KernelCache, alias: str, start: float) -> Library | None:
+    """The library last built for this request (`_alias_key`), loaded without a compiler."""
+    record = kcache.read_alias(alias)
+    key = record.get("key") if record else None
+    if not isinstance(key, str):
+        return None
+    with _loaded_lock:
+        done = _loaded.get(key)
+        lock = _key_locks.setdefault(key, threading.Lock())
+    if done is not None:
+        return done
+    with lock:
         with _loaded_lock:
-            _loaded[key] = library
-        return library
+            done = _loaded.get(key)
+        if done is not None:
+            return done
+        kcache = _cache.checked(kcache, key, alias)
+        entry = kcache.lookup(key)
+        if entry is None:
+            return None
+        try:
+            loaded = _load(entry)
+        except _LoadError as exc:
+            kcache.discard(entry, str(exc))
+            return None
+        return _register(loaded, entry, key, True, start, bool(record.get("openmp")),
+                         str(record.get("compiler", "")), tuple(record.get("flags", ())))
+
+
+def _unload(ffi: Any, lib: Any, key: str) -> None:
+    """Finalizer of a `Library`: nothing references it any more, so no kernel of it can run."""
+    with _loaded_lock:
+        if key not in _loaded:
+            _key_locks.pop(key, None)
+    try:
+        ffi.dlclose(lib)
+    except Exception:  # noqa: BLE001 - a finalizer must not raise; the library stays mapped
+        pass
+
+
+def _pin_runtime_libraries() -> None:
+    """Keep the OpenMP runtime and libmvec loaded for good once a kernel pulled them in.
+
+    libgomp is not marked NODELETE: if the last kernel library using it were unloaded, it would
+    be unmapped under its own idle worker threads. ``RTLD_NOLOAD | RTLD_NODELETE`` promotes an
+    already-loaded library to "never unload" without loading anything new.
+    """
+    global _pinned
+    if _pinned:
+        return
+    import ctypes
+
+    mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_NODELETE", 0)
+    pinned = True
+    for name in ("libgomp.so.1", "libmvec.so.1"):
+        try:
+            ctypes.CDLL(name, mode=mode)
+        except OSError:
+            pinned = False  # not loaded yet (a kernel without OpenMP/libmvec): try again later
+    _pinned = pinned and bool(mode)
+
+
+_pinned = False
 
 
 class _LoadError(Exception):
@@ -199,7 +333,10 @@ def _load(entry: Path) -> tuple[Any, Any]:
         namespace: dict[str, Any] = {"__name__": f"_npdynamo_ffi_{entry.name[:16]}"}
         exec(compile(ffi_path.read_text(), str(ffi_path), "exec"), namespace)
         ffi = namespace["ffi"]
-        return ffi, ffi.dlopen(str(entry / _cache.SO_NAME))
+        lib = ffi.dlopen(str(entry / _cache.SO_NAME))
+        lib.npdynamo_restore_fenv()
+        _pin_runtime_libraries()
+        return ffi, lib
     except Exception as exc:  # noqa: BLE001 - any failure here means "entry unusable"
         raise _LoadError(f"{type(exc).__name__}: {exc}") from exc
 

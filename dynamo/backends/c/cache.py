@@ -11,12 +11,15 @@ Layout (one directory per entry, published atomically)::
                                    kernel_ffi.py  pre-parsed cffi ABI module (cffi out-of-line)
                                    meta.json      key, source hash, sizes, sha256 of each file
     <root>/toolchains/<hash>.json                 compiler --version / OpenMP probe results
+    <root>/aliases/<a[:2]>/<a>.json               request key -> full key (load without gcc)
     <root>/failed/<key>.c                         the source of the last build that failed
 
 Root: ``$DYNAMO_CACHE_DIR``, else ``$XDG_CACHE_HOME/npdynamo``, else ``~/.cache/npdynamo``,
-created with mode 0700. A root owned by another user or writable by group/others is refused with
-a `CacheDirWarning` (anyone who can write there could plant code we would load); this process then
-uses a private temporary directory, removed at exit.
+created with mode 0700 (every level below it too). A root, or any directory on the way to an
+entry (`checked`), owned by another user or writable by group/others is refused with a
+`CacheDirWarning` (anyone who can write there could plant code we would load); this process then
+uses a private temporary directory, removed at exit. A plain file where a cache directory
+belongs is moved aside (`CorruptCacheEntryWarning`) and the entry rebuilt.
 
 Concurrency: an entry is built in a temporary directory next to its final place and published
 with one ``rename`` of the directory. Renaming onto an existing non-empty directory fails, so when
@@ -42,6 +45,7 @@ import warnings
 from pathlib import Path
 
 __all__ = [
+    "checked",
     "CacheDirWarning",
     "CorruptCacheEntryWarning",
     "KernelCache",
@@ -78,11 +82,14 @@ def default_cache_dir() -> Path:
     return base / "npdynamo"
 
 
+_NOT_A_DIRECTORY = "it is not a directory"
+
+
 def _unsafe_reason(path: Path) -> str | None:
     """Why ``path`` must not hold code we load, or None if it is ours and private enough."""
     st = os.stat(path)
     if not stat.S_ISDIR(st.st_mode):
-        return "it is not a directory"
+        return _NOT_A_DIRECTORY
     if hasattr(os, "getuid") and st.st_uid != os.getuid():
         return f"it is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
@@ -130,6 +137,75 @@ def cache_root(requested: Path | None = None) -> Path:
         return chosen
 
 
+_private_root: Path | None = None
+_warned_dirs: set[str] = set()
+
+
+def _private_cache_root() -> Path:
+    """This process's private cache directory (made on first use, removed at exit)."""
+    global _private_root
+    with _root_lock:
+        if _private_root is None:
+            _private_root = _private_tempdir()
+        return _private_root
+
+
+def checked(kcache: "KernelCache", key: str | None = None,
+            alias: str | None = None) -> "KernelCache":
+    """``kcache``, or a cache in this process's private directory when a directory on the way
+    to ``key``'s entry or ``alias``'s record is owned by another user or writable by group or
+    others (anyone who can write there could plant code we would load). Warns once per
+    directory (`CacheDirWarning`). The root itself was checked by `cache_root`. Paths that
+    exist but are not directories are left to `KernelCache.lookup`/`staging_dir`, which move
+    them aside."""
+    if kcache.root == _private_root:
+        return kcache
+    paths = [kcache.kernels, kcache.toolchains, kcache.aliases]
+    if key is not None:
+        entry = kcache.entry_dir(key)
+        paths += [entry.parent, entry]
+    if alias is not None:
+        paths.append(kcache.alias_path(alias).parent)
+    for path in paths:
+        try:
+            reason = _unsafe_reason(path)
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # missing, or below a plain file (moved aside when it is used)
+        except OSError as exc:
+            reason = f"it cannot be read ({exc.strerror or exc})"
+        if reason is None or reason == _NOT_A_DIRECTORY:
+            continue
+        private = _private_cache_root()
+        if str(path) not in _warned_dirs:
+            _warned_dirs.add(str(path))
+            warnings.warn(
+                f"npdynamo: refusing kernel cache directory {path}: {reason}. Kernels are "
+                f"built in the private directory {private} for this process only. Fix the "
+                f"directory (chown it to yourself, chmod 700, or remove it) or set "
+                f"{CACHE_DIR_ENV}.",
+                CacheDirWarning,
+                stacklevel=4,
+            )
+        return KernelCache(private)
+    return kcache
+
+
+def _mkdirs(path: Path, base: Path) -> None:
+    """Create ``path`` and any missing parents below ``base``, each with mode 0700 (a plain
+    ``mkdir(parents=True)`` gives the parents the umask's mode, e.g. group-writable 0775)."""
+    missing = []
+    p = path
+    while p != base and not p.is_dir():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+
+
 def _reset_roots_for_tests() -> None:
     with _root_lock:
         _roots.clear()
@@ -160,6 +236,7 @@ class KernelCache:
         self.kernels = self.root / "kernels"
         self.toolchains = self.root / "toolchains"
         self.failed = self.root / "failed"
+        self.aliases = self.root / "aliases"
 
     def entry_dir(self, key: str) -> Path:
         return self.kernels / key[:2] / key
@@ -172,7 +249,14 @@ class KernelCache:
         moved aside, so the caller simply rebuilds.
         """
         entry = self.entry_dir(key)
-        if not entry.is_dir():
+        try:
+            st = os.lstat(entry)
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            # A plain file (or symlink) where the entry belongs: nothing we wrote. Move it
+            # aside, or every build of this key would fail to publish.
+            self.discard(entry, _NOT_A_DIRECTORY)
             return None
         problem = self.validate(entry, key)
         if problem is None:
@@ -201,10 +285,12 @@ class KernelCache:
         return None
 
     def discard(self, entry: Path, problem: str) -> None:
-        """Warn about a bad entry and move it out of the way (another process may be loading it,
-        so it is renamed first: open/mapped files stay valid after the directory is removed)."""
+        """Warn about a bad entry (or a plain file where a cache directory belongs) and move it
+        out of the way (another process may be loading it, so it is renamed first: open/mapped
+        files stay valid after the directory is removed)."""
         warnings.warn(
-            f"npdynamo: kernel cache entry {entry} is corrupt ({problem}); rebuilding it.",
+            f"npdynamo: kernel cache entry {entry} is corrupt ({problem}); moving it aside "
+            "and rebuilding it.",
             CorruptCacheEntryWarning,
             stacklevel=4,
         )
@@ -213,13 +299,22 @@ class KernelCache:
             os.rename(entry, trash)
         except OSError:
             return  # someone else moved or replaced it already
-        shutil.rmtree(trash, ignore_errors=True)
+        if os.path.isdir(trash) and not os.path.islink(trash):
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            try:
+                os.unlink(trash)
+            except OSError:
+                pass
 
     # -- writing -------------------------------------------------------------------------------
     def staging_dir(self, key: str) -> Path:
         """A fresh private directory on the same filesystem as the entry, to build into."""
         parent = self.entry_dir(key).parent
-        parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for d in (self.kernels, parent):  # a plain file in the way is moved aside
+            if os.path.lexists(d) and not (d.is_dir() and not d.is_symlink()):
+                self.discard(d, _NOT_A_DIRECTORY)
+        _mkdirs(parent, self.root)
         return Path(tempfile.mkdtemp(dir=parent, prefix=f".tmp-{key[:16]}-"))
 
     def publish(self, key: str, staging: Path, meta: dict) -> Path:
@@ -238,6 +333,9 @@ class KernelCache:
                 os.rename(staging, entry)
                 return entry
             except OSError as exc:
+                if exc.errno == errno.ENOTDIR:  # a plain file appeared where the entry goes
+                    self.discard(entry, _NOT_A_DIRECTORY)
+                    continue
                 if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
                     shutil.rmtree(staging, ignore_errors=True)
                     raise
@@ -246,6 +344,33 @@ class KernelCache:
                 return entry
         shutil.rmtree(staging, ignore_errors=True)
         raise OSError(f"could not publish kernel cache entry {entry}")
+
+    # -- aliases (lookup without a compiler) ---------------------------------------------------
+    def alias_path(self, alias: str) -> Path:
+        return self.aliases / alias[:2] / f"{alias}.json"
+
+    def read_alias(self, alias: str) -> dict | None:
+        """The record `record_alias` stored for ``alias`` (its full key, ...), or None."""
+        try:
+            data = json.loads(self.alias_path(alias).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("alias") == alias else None
+
+    def record_alias(self, alias: str, record: dict) -> None:
+        """Point ``alias`` at a built entry (atomic; skipped when already up to date)."""
+        record = dict(record, alias=alias)
+        if self.read_alias(alias) == record:
+            return
+        path = self.alias_path(alias)
+        try:
+            _mkdirs(path.parent, self.root)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".alias-", suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(record, fh)
+            os.replace(tmp, path)
+        except OSError:
+            pass  # an optimisation only: without it a compiler-less process rebuilds nothing
 
     def record_failure(self, key: str, source: str) -> Path | None:
         """Keep the source of a failed build where the error message can point to it."""

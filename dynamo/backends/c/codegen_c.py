@@ -4,8 +4,8 @@ In: `PointwiseKernel` / `ReductionKernel` objects from `fusion.py`. Out: C sourc
 exported function per kernel, ``int NAME(const int64_t *A, char **P)``: ``A`` is the block of
 threads/shape/strides that `kernel.py` caches per layout, ``P`` the data pointers of one call
 (layouts documented on `pointwise_source` / `reduction_source`). The return value
-is the OR of the floating-point exception flags raised by the kernel (``FE_*`` bits), which the
-runtime replays through NumPy's error machinery.
+is the OR of the floating-point exception flags raised by the kernel (``FE_*`` bits); when one
+of them would make NumPy warn, the runtime recomputes the step with NumPy (see `kernel.py`).
 
 Semantics follow NumPy's loops, not C's: signed integer arithmetic goes through the unsigned type
 (wrap-around instead of undefined behaviour), float comparisons use the quiet ``isless`` family

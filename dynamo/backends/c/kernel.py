@@ -11,11 +11,15 @@ are contiguous for every operand (so most calls run one flat loop), and pack thr
 strides into an ``int64_t[]`` block. Per call: collect data pointers, allocate outputs, call the
 kernel; cffi releases the GIL during the call. No input is ever copied.
 
-Floating-point errors: the kernel returns the FE_* flags it raised; they are replayed through a
-one-element NumPy operation of the same category, so NumPy's own ``np.errstate`` machinery
-decides between ignore and warn. When any mode is 'raise', 'call', 'print' or 'log', the kernel
-is not used at all (`numpy_modes_ok` is False) and the NumPy path runs instead, so exceptions
-and callbacks happen exactly where NumPy would raise them.
+Floating-point errors: the kernel returns the FE_* flags it raised (a runner call returns
+``(outputs, flags)``). The program (`compile_graph`) keeps the kernel's outputs only when no
+raised flag's ``np.errstate`` mode is 'warn' (`fp_warn_mask`); otherwise it discards them and
+runs the kernel's NumPy path, so the warnings are NumPy's own (category, message naming the
+ufunc, order) and spurious flags of libm (e.g. ``hypot(inf, nan)``) never surface. When any
+mode is 'raise', 'call', 'print' or 'log', or 'under' is not 'ignore' (NumPy's default; libm
+and NumPy's loops disagree on underflow flags), the kernel is not used at all (`fp_warn_mask`
+is None) and the NumPy path runs instead, so exceptions and callbacks happen exactly where
+NumPy would raise them.
 """
 
 from __future__ import annotations
@@ -26,34 +30,40 @@ from typing import Any, Callable
 import numpy as np
 
 from .config import COptions
-from .loop_ir import PointwiseKernel, ReductionKernel
+from .loop_ir import Load, PointwiseKernel, ReductionKernel, RowRef, walk
 
-__all__ = ["PointwiseRunner", "ReductionRunner", "replay_fp_flags", "numpy_modes_ok",
+__all__ = ["PointwiseRunner", "ReductionRunner", "fp_warn_mask", "numpy_modes_ok",
            "broadcast_strides", "coalesce", "output_order"]
 
 # glibc x86-64 <fenv.h> bit values.
 FE_INVALID, FE_DIVBYZERO, FE_OVERFLOW, FE_UNDERFLOW = 0x01, 0x04, 0x08, 0x20
 
-_ONE, _ZERO = np.ones(1), np.zeros(1)
-_BIG, _TINY, _INF = np.full(1, 1e308), np.full(1, 1e-308), np.full(1, np.inf)
-_REPLAY: tuple[tuple[int, Callable[[], Any]], ...] = (
-    (FE_DIVBYZERO, lambda: np.divide(_ONE, _ZERO)),
-    (FE_OVERFLOW, lambda: np.multiply(_BIG, _BIG)),
-    (FE_INVALID, lambda: np.subtract(_INF, _INF)),
-    (FE_UNDERFLOW, lambda: np.multiply(_TINY, _TINY)),
-)
 _QUIET_MODES = frozenset(("ignore", "warn"))
+#: np.geterr() category -> the FE_* bit the kernel reports for it.
+_FE_BITS = {"divide": FE_DIVBYZERO, "over": FE_OVERFLOW, "invalid": FE_INVALID,
+            "under": FE_UNDERFLOW}
 
 
 try:  # NumPy >= 2: the errstate lives in a context variable; each errstate() makes a new object
     from numpy._core._multiarray_umath import _extobj_contextvar as _errstate_var
 except ImportError:  # pragma: no cover - older/other NumPy: always ask geterr()
     _errstate_var = None
-_modes_cache: tuple[Any, bool] = (object(), False)
+_modes_cache: tuple[Any, int | None] = (object(), None)
 
 
-def numpy_modes_ok() -> bool:
-    """True when every ``np.geterr()`` mode is 'ignore' or 'warn' (kernels may run).
+def _compute_mask() -> int | None:
+    modes = np.geterr()
+    if not all(mode in _QUIET_MODES for mode in modes.values()) or modes["under"] != "ignore":
+        # Underflow flags are not reliable across math libraries (libmvec's atan2 does not
+        # raise FE_UNDERFLOW where NumPy's loop does): with 'under' reported, only NumPy runs.
+        return None
+    return sum(bit for name, bit in _FE_BITS.items() if modes.get(name) == "warn")
+
+
+def fp_warn_mask() -> int | None:
+    """The FE_* bits whose ``np.errstate`` mode is 'warn' (a kernel raising one of them must
+    give way to its NumPy path, which warns exactly as NumPy does), or None when some mode is
+    'raise'/'call'/'print'/'log' or underflow is reported (kernels must not run at all).
 
     Cached per errstate object (a 0.1 us context-variable read instead of a 1-3 us
     ``np.geterr()`` on every kernel call).
@@ -64,17 +74,15 @@ def numpy_modes_ok() -> bool:
         cached = _modes_cache  # one read: (object, answer) stay consistent across threads
         if current is cached[0]:
             return cached[1]
-        ok = all(mode in _QUIET_MODES for mode in np.geterr().values())
-        _modes_cache = (current, ok)
-        return ok
-    return all(mode in _QUIET_MODES for mode in np.geterr().values())
+        mask = _compute_mask()
+        _modes_cache = (current, mask)
+        return mask
+    return _compute_mask()
 
 
-def replay_fp_flags(flags: int) -> None:
-    """Raise NumPy's warnings for the FE_* bits in ``flags`` as the current errstate says."""
-    for bit, op in _REPLAY:
-        if flags & bit:
-            op()
+def numpy_modes_ok() -> bool:
+    """True when every ``np.geterr()`` mode is 'ignore' or 'warn' (kernels may run)."""
+    return fp_warn_mask() is not None
 
 
 def broadcast_strides(arr: np.ndarray, shape: tuple[int, ...]) -> list[int] | None:
@@ -164,9 +172,8 @@ class _Runner:
         self.options = options
         self.in_dtypes = [od.dtype for od in kernel.operands]
         self.plans: dict[tuple, Any] = {}
+        #: Kernel launches so far (tests assert that the kernel really ran).
         self.calls = 0
-        #: False while calibration re-runs the kernel (its flags were replayed once already).
-        self.replay_flags = True
         #: (best kernel seconds, best NumPy seconds) measured by calibration, if it ran.
         self.calibration: tuple[float, float] | None = None
 
@@ -201,13 +208,13 @@ class _Runner:
             return self.ffi.from_buffer(arr)
         return self.ffi.cast("char *", arr.ctypes.data)
 
-    def _run(self, block: Any, arrays: list[np.ndarray], outs: list[np.ndarray]) -> None:
+    def _run(self, block: Any, arrays: list[np.ndarray], outs: list[np.ndarray]) -> int:
+        """Launch the kernel; returns the FE_* flags it raised (0 with ``fp_errors=False``)."""
         ptrs = [self._pointer(a) for a in arrays]
         ptrs.extend(self.ffi.from_buffer(o) for o in outs)
         flags = self.fn(block, ptrs)
         self.calls += 1
-        if flags and self.options.fp_errors and self.replay_flags:
-            replay_fp_flags(flags)
+        return flags if self.options.fp_errors else 0
 
     def _par(self, size: int) -> list[int]:
         threads = self.options.threads
@@ -218,17 +225,35 @@ class _Runner:
 
 
 class PointwiseRunner(_Runner):
-    """Runs a `PointwiseKernel`: ``runner(inputs) -> list of outputs`` or None (use NumPy)."""
+    """Runs a `PointwiseKernel`: ``runner(inputs) -> (outputs, FE flags)`` or None (use NumPy).
+
+    Each output is laid out as NumPy would lay it out (order 'K' over the operands that output
+    reads, not over the whole kernel's): the kernel runs in the axis order most outputs want,
+    and an output that wants another order is copied into it (one extra pass, rare: outputs of
+    one kernel reading inputs of different layouts).
+    """
 
     kernel: PointwiseKernel
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: For each output, the operand indices its expression reads (its NumPy layout's votes).
+        self.out_operands = [sorted({v.operand for v in walk([o]) if isinstance(v, Load)})
+                             for o in self.kernel.outputs]
+
     def _plan(self, arrays: list[np.ndarray]) -> Any:
-        """(layout block or None for an empty domain, output axis order or None for C)."""
+        """(layout block or None for an empty domain, iteration axis order or None for C,
+        per output None or the axis order it must be copied into)."""
         shape = self.kernel.shape
         strides = [broadcast_strides(a, shape) for a in arrays]
         if any(st is None for st in strides):
             return False
-        perm = output_order(shape, strides)  # type: ignore[arg-type]
+        wanted = [tuple(output_order(shape, [strides[i] for i in ops]))  # type: ignore[misc]
+                  for ops in self.out_operands]
+        perm = list(max(wanted, key=wanted.count)) if wanted else list(range(len(shape)))
+        fixes = [None if list(w) == perm else list(w) for w in wanted]
+        if not any(fixes):
+            fixes = None
         if perm == sorted(perm):
             perm = None
         else:
@@ -243,29 +268,41 @@ class PointwiseRunner(_Runner):
         values = [*self._par(size), self.options.block, len(cshape), *cshape]
         for st in cstrides:
             values.extend(st)
-        return (self._block(values) if size else None), perm
+        return (self._block(values) if size else None), perm, fixes
 
-    def __call__(self, inputs: list[Any]) -> list[Any] | None:
+    def __call__(self, inputs: list[Any]) -> tuple[list[Any], int] | None:
         k = self.kernel
         found = self._arrays_and_plan(inputs)
         if found is None:
             return None
-        arrays, (block, perm) = found
+        arrays, (block, perm, fixes) = found
+        flags = 0
         if perm is None:
             outs = [np.empty(k.shape, v.dtype) for v in k.outputs]
             if block is not None:
-                self._run(block, arrays, outs)
-            return [_finish(o, n.meta.get("val")) for o, n in zip(outs, k.out_nodes)]
-        pshape = tuple(k.shape[p] for p in perm)
-        back = np.argsort(perm)
-        outs = [np.empty(pshape, v.dtype) for v in k.outputs]
-        if block is not None:
-            self._run(block, arrays, outs)
-        return [o.transpose(back) for o in outs]
+                flags = self._run(block, arrays, outs)
+            if fixes is None:
+                return [_finish(o, n.meta.get("val")) for o, n in zip(outs, k.out_nodes)], flags
+        else:
+            pshape = tuple(k.shape[p] for p in perm)
+            back = np.argsort(perm)
+            outs = [np.empty(pshape, v.dtype) for v in k.outputs]
+            if block is not None:
+                flags = self._run(block, arrays, outs)
+            outs = [o.transpose(back) for o in outs]
+            if fixes is None:
+                return outs, flags
+        for j, order in enumerate(fixes):
+            if order is not None:
+                dst = np.empty(tuple(k.shape[p] for p in order), outs[j].dtype)
+                dst = dst.transpose(np.argsort(order))
+                np.copyto(dst, outs[j])
+                outs[j] = dst
+        return outs, flags
 
 
 class ReductionRunner(_Runner):
-    """Runs a `ReductionKernel`: ``runner(inputs) -> [result]`` or None (use NumPy)."""
+    """Runs a `ReductionKernel`: ``runner(inputs) -> (results, FE flags)`` or None (NumPy)."""
 
     kernel: ReductionKernel
 
@@ -280,6 +317,20 @@ class ReductionRunner(_Runner):
         self.red_out = [(np.dtype(np.intp) if r.op in ("argmax", "argmin") else r.out_dtype,
                          r.keepdims, r.node.meta.get("val")) for r in k.reductions]
         self.epi_out = [(v.dtype, n.meta.get("val")) for v, n in zip(k.outputs, k.epilogue_nodes)]
+        # Per output (reductions, then epilogue outputs): the operands whose layout decides
+        # NumPy's layout of that output, and whether it is an epilogue (over the whole domain).
+        # A reduction's operands include those of earlier phases it reads (RowRef); an
+        # epilogue's are its direct loads: the row values it reads are reduction results,
+        # each checked as an output of its own (C over the kept dims, or the kernel declines).
+        red_ops = [{v.operand for v in walk([r.value]) if isinstance(v, Load)}
+                   for r in k.reductions]
+        for i, r in enumerate(k.reductions):
+            for v in walk([r.value]):
+                if isinstance(v, RowRef):
+                    red_ops[i] |= red_ops[v.index]
+        self.out_operands: list[tuple[list[int], bool]] = [(sorted(o), False) for o in red_ops]
+        self.out_operands += [(sorted({x.operand for x in walk([v]) if isinstance(x, Load)}),
+                               True) for v in k.outputs]
 
     def _plan(self, arrays: list[np.ndarray]) -> Any:
         shape = self.kernel.shape
@@ -287,12 +338,13 @@ class ReductionRunner(_Runner):
         if any(st is None for st in strides):
             return False
         kept, red = self.kept, self.red
-        perm = output_order(shape, strides)  # type: ignore[arg-type]
-        if perm != sorted(perm):
-            # NumPy lays out the epilogue (and multi-dim reduction) outputs like the input;
-            # the row kernel writes C order, so such layouts run as NumPy calls.
-            kept_perm = [p for p in perm if p in kept and shape[p] != 1]
-            if self.kernel.outputs or kept_perm != sorted(kept_perm):
+        # NumPy lays out each epilogue (and multi-dim reduction) output like the operands that
+        # output reads; the row kernel writes C order, so other layouts run as NumPy calls.
+        for ops, epilogue in self.out_operands:
+            perm = output_order(shape, [strides[i] for i in ops])  # type: ignore[misc]
+            if not epilogue:
+                perm = [p for p in perm if p in kept and shape[p] != 1]
+            if perm != sorted(perm):
                 return False
         kshape, kstr = coalesce([shape[d] for d in kept], [[s[d] for d in kept] for s in strides])
         rshape, rstr = coalesce([shape[d] for d in red], [[s[d] for d in red] for s in strides])
@@ -307,17 +359,18 @@ class ReductionRunner(_Runner):
             values.extend(rs)
         return self._block(values) if nout else None
 
-    def __call__(self, inputs: list[Any]) -> list[Any] | None:
+    def __call__(self, inputs: list[Any]) -> tuple[list[Any], int] | None:
         found = self._arrays_and_plan(inputs)
         if found is None:
             return None
         arrays, block = found
         red_outs = [np.empty(self.out_shape, dt) for dt, _, _ in self.red_out]
         epi_outs = [np.empty(self.kernel.shape, dt) for dt, _ in self.epi_out]
+        flags = 0
         if block is not None:
-            self._run(block, arrays, red_outs + epi_outs)
+            flags = self._run(block, arrays, red_outs + epi_outs)
         results = []
         for out, (_, keepdims, meta) in zip(red_outs, self.red_out):
             results.append(_finish(out.reshape(self.keep_shape) if keepdims else out, meta))
         results.extend(_finish(o, meta) for o, (_, meta) in zip(epi_outs, self.epi_out))
-        return results
+        return results, flags

@@ -94,6 +94,7 @@ def walk(values: list[Value], stop: Container[Value] = ()) -> list[Value]:
 
     for v in values:
         visit(v)
+    del visit  # it refers to itself through its closure cell: a cycle left for the gc otherwise
     return list(seen)
 
 

@@ -1,0 +1,242 @@
+"""Loops that are not unrolled: the loop runs in Python, its body as a function of its own.
+
+In: the original code object, the index of a ``for`` loop's GET_ITER (where the translator ended
+the graph because the loop was too long to unroll or holds something it cannot capture) and the
+locals bound at that point. Out: a `LoopPlan`: the code object of the *body function* and what
+the loop driver passes to it and gets back, or None when the loop does not fit this scheme (the
+loop and the rest of the frame then run in plain Python).
+
+The body function is a copy of the original code that starts right after the loop's FOR_ITER
+with the item pushed, and returns at every way out of one iteration:
+
+    (0, *carried)        the next iteration (the back-edge, ``continue``)
+    (1, value)           a ``return`` inside the loop
+    (2 + k, *exit_k)     a jump out of the loop (``break``) to exit k
+
+`codegen` writes the *driver* into the transformed code of the frame: it runs the ``for`` loop
+itself, calls the body function once per item, stores what comes back, and after the loop calls
+the resume function of the code that follows. The body function is an ordinary function to the
+C hook, so each call is captured: the loop body becomes a graph that is reused while its guards
+hold (a body that specialises on the loop counter recompiles until `cache_size_limit`).
+
+Every value crossing the boundary must be bound, since Python cannot pass an unbound local: the
+plan requires the locals the loop reads to be bound before it, and every local needed after an
+exit to be bound on every path to that exit (otherwise None). Cells are shared as the body
+function's closure, like a resume function's.
+"""
+
+from __future__ import annotations
+
+import types
+import weakref
+from dataclasses import dataclass
+
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+
+from . import instructions as ins
+from .bytecode_analysis import code_info
+from .resume import continuation_code, mark_loop_body, origin_names
+
+__all__ = ["LoopPlan", "plan_loop", "ITEM"]
+
+ITEM = "___item"
+CONTINUE, RETURN, EXIT = 0, 1, 2
+
+#: The body's jumps to the header or out of the loop go to epilogues placed after the body.
+_FORWARD = {"JUMP_BACKWARD": "JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT": "JUMP_FORWARD",
+            "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
+            "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
+            "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
+            "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE"}
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    body: types.CodeType
+    #: locals passed to the body (after the item), and returned by it at CONTINUE (same order)
+    carried: tuple[str, ...]
+    #: for a ``for`` loop: the instruction index after the loop when it runs out of items, and
+    #: what to pass there; None for a ``while`` loop (it leaves through an exit)
+    done: tuple[int, tuple[str, ...]] | None
+    #: per exit k: (instruction index it jumps to, locals the body returns for it)
+    exits: tuple[tuple[int, tuple[str, ...]], ...]
+    closure_names: tuple[str, ...]
+    #: a ``for`` loop (the driver iterates and passes each item first), or a ``while`` loop
+    iterates: bool = True
+
+
+_plans: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+
+
+def plan_loop(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan | None:
+    """The (cached) plan for the loop entered at `entry` (a ``for`` loop's GET_ITER, or a
+    ``while`` loop's first body instruction), or None."""
+    key = (entry, bound)
+    per_code = _plans.setdefault(code, {})
+    if key not in per_code:
+        per_code[key] = _plan(code, entry, bound)
+    return per_code[key]
+
+
+def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan | None:
+    info = code_info(code)
+    iterates = info.instructions[entry].name == "GET_ITER"
+    header = entry + 1 if iterates else entry
+    if iterates and info.instructions[header].name != "FOR_ITER":
+        return None
+    loop = info.outermost_loop(header)
+    if loop is None or loop[0] != header:
+        return None
+    back = loop[1]
+    first = header + 1 if iterates else header  # the first instruction of an iteration
+    region = range(first, back + 1)
+    if any(info.handlers[i] is not None for i in region):
+        return None  # try/with inside the body: its handlers' stack depths are not ours to keep
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    carried = tuple(sorted(info.live_locals(header) - cells))
+    if not set(carried) <= bound:
+        return None  # a local the loop reads may be unbound before it
+    done = info.target(header) if iterates else None
+
+    # Walk the body from its first instruction: locals bound on every path (must-analysis) and
+    # the stack depth, to check each way out.
+    must: dict[int, frozenset[str]] = {}
+    depth: dict[int, int] = {}
+    exits: dict[int, int] = {}  # target index -> exit number
+    # (a for loop has its iterator and the item on the stack; a while loop nothing)
+    work = [(first, frozenset(carried), 2 if iterates else 0)]
+    while work:
+        i, names, d = work.pop()
+        if i in must:
+            merged = must[i] & names
+            if depth[i] != d:
+                return None
+            if merged == must[i]:
+                continue
+            must[i] = merged
+        else:
+            must[i], depth[i] = names, d
+        names = must[i]
+        inst = info.instructions[i]
+        if inst.name == "STORE_FAST":
+            names = names | {inst.arg}
+        elif inst.name == "DELETE_FAST":
+            names = names - {inst.arg}
+        if inst.name == "RETURN_VALUE" or inst.name in ("RAISE_VARARGS", "RERAISE"):
+            continue
+        edges = []
+        if inst.has_jump():
+            edges.append((info.target(i), True))
+        if not inst.is_uncond_jump():
+            edges.append((i + 1, False))
+        for target, jumped in edges:
+            after = d + inst.stack_effect(jump=jumped)
+            if target == header:
+                if not set(carried) <= names or after != (1 if iterates else 0):
+                    return None  # back at the header: carried locals bound, the iterator only
+            elif target not in region:
+                live = info.live_locals(target) - cells
+                if not live <= names:
+                    return None
+                exits.setdefault(target, len(exits))
+            else:
+                work.append((target, names, after))
+    exit_list = tuple(sorted(((t, tuple(sorted(info.live_locals(t) - cells))) for t in exits),
+                          key=lambda e: exits[e[0]]))
+    closure_names = tuple(code.co_cellvars) + tuple(code.co_freevars)
+    body = _body_code(code, header, first, back, carried,
+                      {t: k for k, (t, _) in enumerate(exit_list)}, dict(exit_list), depth,
+                      closure_names, iterates)
+    live_done = tuple(sorted(info.live_locals(done) - cells)) if iterates else ()
+    return LoopPlan(body, carried, (done, live_done) if iterates else None, exit_list,
+                    closure_names, iterates)
+
+
+def _body_code(code, header, first, back, carried, exit_numbers, exit_live, depth, closure_names,
+               iterates):
+    original = Bytecode.from_code(code)
+    info = code_info(code)
+    body: list = []
+    index = 0
+    start = Label()
+    epilogues: dict[tuple, Label] = {}
+
+    def epilogue(kind: tuple) -> Label:
+        if kind not in epilogues:
+            epilogues[kind] = Label()
+        return epilogues[kind]
+
+    for item in original:
+        if isinstance(item, (TryBegin, TryEnd)):
+            continue  # (no handler inside the loop; the dead rest keeps no exception table)
+        if not isinstance(item, Instr):
+            body.append(item)
+            continue
+        i = index
+        index += 1
+        if i == first:
+            body.append(start)
+        if item.name in ins.PREFIX_OPS:
+            continue
+        if i == back and not item.is_uncond_jump():
+            # A while loop's test falls through out of the loop: that is an exit too.
+            target = back + 1
+            copied = item.copy()
+            if copied.has_jump() and info.target(i) == header:
+                copied = Instr(_FORWARD.get(item.name, item.name),
+                               epilogue(("continue", depth[i] + item.stack_effect(jump=True))),
+                               location=item.location)
+            body.append(copied)
+            kind = ("exit", target, depth[i] + item.stack_effect(jump=False))
+            body.append(Instr("JUMP_FORWARD", epilogue(kind), location=item.location))
+            continue
+        if first <= i <= back:
+            if item.name == "RETURN_VALUE":
+                body.append(Instr("JUMP_FORWARD", epilogue(("return", depth[i] - 1))))
+                continue
+            if item.has_jump():
+                target = info.target(i)
+                if target == header or not (header < target <= back):
+                    d = depth[i] + item.stack_effect(jump=True)
+                    kind = ("continue", d) if target == header else ("exit", target, d)
+                    name = _FORWARD.get(item.name, item.name)
+                    body.append(Instr(name, epilogue(kind), location=item.location))
+                    continue
+        item = item.copy()
+        if isinstance(item.arg, (CellVar, FreeVar)):
+            item.arg = FreeVar(item.arg.name)
+        body.append(item)
+
+    line = info.instructions[header].lineno
+    prologue = ins.copy_free_vars(len(closure_names)) + ins.resume()
+    if iterates:
+        prologue += ins.load_const(None)  # stands in for the iterator: same stack depths
+        prologue += ins.load_fast(ITEM)
+    prologue += ins.jump_forward(start)
+    tail: list = []
+    for kind, label in epilogues.items():
+        tail.append(label)
+        if kind[0] == "return":
+            extra = kind[1]
+            tail += ins.load_const(RETURN) + [Instr("SWAP", 2)] + ins.build_tuple(2)
+        else:
+            names = carried if kind[0] == "continue" else exit_live[kind[1]]
+            status = CONTINUE if kind[0] == "continue" else EXIT + exit_numbers[kind[1]]
+            extra = kind[-1]
+            tail += ins.load_const(status)
+            for name in names:
+                tail += ins.load_fast(name)
+            tail += ins.build_tuple(1 + len(names))
+        for _ in range(extra):  # drop what the loop had on the stack (the iterator stand-in)
+            tail += [Instr("SWAP", 2), Instr("POP_TOP")]
+        tail += ins.return_value()
+    for instr in prologue + [t for t in tail if isinstance(t, Instr)]:
+        instr.lineno = line
+
+    name, qualname = origin_names(code)
+    new_code = continuation_code(code, original, prologue + body + tail,
+                                 [ITEM, *carried] if iterates else list(carried), closure_names,
+                                 f"loop_body_of_{name}_at_{line}",
+                                 f"{qualname}.<loop body at line {line}>")
+    mark_loop_body(new_code)
+    return new_code

@@ -1,0 +1,91 @@
+"""Side effects on objects that existed before the frame: recorded while tracing, replayed after
+the graph.
+
+In: the translator's mutations of things the frame did not create: attribute writes on user
+objects, assignments to globals and to closure cells (``nonlocal``), and changes to lists that
+came from outside (append, extend, item assignment). Out: bytecode that applies the final state
+after the graph has run, in `codegen` (at a return, or before the instruction that runs in plain
+Python at a graph break).
+
+While tracing, a later read of the same attribute, global, cell or list sees the new value (the
+translator keeps it), so the graph computes with what Python would have. Everything to replay is
+loaded first and stored afterwards, so no replayed store changes what another one reads.
+Writes the translator cannot replay exactly (an object with its own ``__setattr__``, a property,
+a global of another module) raise `Unsupported`: the graph breaks there and the write runs in
+plain Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bytecode import FreeVar, Instr
+
+if TYPE_CHECKING:
+    from .codegen import Codegen
+    from .variables.base import VariableTracker
+
+__all__ = ["SideEffects"]
+
+
+@dataclass
+class SideEffects:
+    #: (object tracker, attribute) -> new value, in order of the first write
+    attrs: dict[tuple[int, str], tuple["VariableTracker", str, "VariableTracker"]] = field(default_factory=dict)
+    globals: dict[str, "VariableTracker"] = field(default_factory=dict)
+    cells: dict[str, "VariableTracker"] = field(default_factory=dict)
+    #: lists from outside the frame whose items changed
+    lists: dict[int, "VariableTracker"] = field(default_factory=dict)
+
+    def store_attr(self, obj: "VariableTracker", name: str, value: "VariableTracker") -> None:
+        self.attrs[(id(obj), name)] = (obj, name, value)
+
+    def pending_attr(self, obj: "VariableTracker", name: str) -> "VariableTracker | None":
+        found = self.attrs.get((id(obj), name))
+        return found[2] if found is not None else None
+
+    def mutated_list(self, lst: "VariableTracker") -> None:
+        self.lists[id(lst)] = lst
+
+    def values(self) -> list["VariableTracker"]:
+        """Every value the replay needs (their graph values become graph outputs)."""
+        found = [value for _, _, value in self.attrs.values()]
+        found += list(self.globals.values()) + list(self.cells.values())
+        for lst in self.lists.values():
+            found += lst.items
+        return found
+
+    def __bool__(self) -> bool:
+        return bool(self.attrs or self.globals or self.cells or self.lists)
+
+    def codegen(self, gen: "Codegen") -> None:
+        """Apply every recorded change (net stack effect: none)."""
+        stores: list[Any] = []
+        for obj, name, value in self.attrs.values():
+            gen.reconstruct(value)
+            stores.append(("attr", obj, name))
+        for name, value in self.globals.items():
+            gen.reconstruct(value)
+            stores.append(("global", name))
+        for name, value in self.cells.items():
+            gen.reconstruct(value)
+            stores.append(("cell", name))
+        for lst in self.lists.values():
+            for item in lst.items:
+                gen.reconstruct(item)
+            gen.append(Instr("BUILD_LIST", len(lst.items)))
+            stores.append(("list", lst))
+        for store in reversed(stores):
+            kind = store[0]
+            if kind == "attr":
+                store[1].source.reconstruct(gen)
+                gen.append(Instr("STORE_ATTR", store[2]))
+            elif kind == "global":
+                gen.append(Instr("STORE_GLOBAL", store[1]))
+            elif kind == "cell":
+                gen.append(Instr("STORE_DEREF", FreeVar(store[1])))
+            else:  # the same list object gets the new items: lst[:] = [...]
+                store[1].source.reconstruct(gen)
+                gen.append(Instr("LOAD_CONST", slice(None)))
+                gen.append(Instr("STORE_SUBSCR"))

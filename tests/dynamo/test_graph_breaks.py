@@ -1,0 +1,616 @@
+"""Graph breaks: a frame that meets something the translator cannot capture is split into a graph
+for the code before it, that one instruction in plain Python, and a resume function for the rest
+(compiled as a frame of its own). NumPy is the oracle (`check`); graph counts come from the
+counting backend and from `explain()`.
+"""
+
+from __future__ import annotations
+
+import dis
+import traceback
+
+import numpy as np
+import pytest
+
+import dynamo
+from dynamo import _C, graph_break
+from dynamo.bytecode_analysis import code_info
+from dynamo.resume import is_resume_code, resume_code, resume_function
+
+# The seed example ------------------------------------------------------------------------------
+
+
+def seed(x, y):
+    if x.sum() > y.sum():
+        loss = np.cos(np.cos(x))
+    else:
+        loss = np.cos(np.cos(y))
+    return loss
+
+
+def test_seed_example_gives_three_graphs_after_both_branches(check):
+    x, y = np.arange(4.0), np.zeros(4)
+    check(seed, x, y, graphs=2)  # the condition, then the `if` branch
+    check(seed, y, x, graphs=1)  # the `else` branch: one more graph, the condition is reused
+    assert check.backend.count == 3
+    codes = [n.target for n in check.backend.graphs[0].graph.nodes if n.op == "call_method"]
+    assert codes == ["sum", "sum"]
+
+
+def test_explain_counts_graphs_and_lists_breaks_with_location():
+    out = dynamo.explain(seed)(np.arange(4.0), np.zeros(4))
+    assert out.graph_count == 2 and out.graph_break_count == 1
+    (reason,) = out.break_reasons
+    assert "data-dependent" in reason
+    assert f"{__file__}:" in reason and "if x.sum() > y.sum():" in reason
+    assert "Break reasons:" in str(out)
+
+
+# Where breaks happen ---------------------------------------------------------------------------
+
+
+def prints_between(x):
+    y = np.sin(x) * 2
+    print("y has shape", y.shape, "sum", float(y.sum()))
+    return y + 1
+
+
+def test_print_runs_once_between_two_graphs(check, capsys):
+    check(prints_between, np.arange(3.0), graphs=2)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3  # eager, first compiled call, cache hit: print ran once per call
+    assert len(set(out)) == 1 and out[0].startswith("y has shape (3,) sum")
+
+
+def keyword_call(x):
+    y = x * 2
+    print("a", "b", sep="-", end="|\n")
+    return y - 1
+
+
+def test_break_at_a_call_with_keyword_arguments(check, capsys):
+    check(keyword_call, np.arange(3.0), graphs=2)
+    assert capsys.readouterr().out == "a-b|\n" * 3
+
+
+def call_inside_call(x):
+    # When the break happens, NULL, np.add and `x + 1` are waiting on the stack below it.
+    return np.add(x + 1, graph_break() or 2)
+
+
+def test_values_waiting_on_the_stack_survive_a_break(check):
+    check(call_inside_call, np.arange(3.0), graphs=2)
+
+
+def reads_item(x):
+    return x.sum().item() * 2
+
+
+def test_break_at_a_method_that_needs_data(check):
+    check(reads_item, np.arange(3.0), graphs=1)
+
+
+def and_of_array(x, y):
+    return (x.sum() > 0) and y * 2
+
+
+@pytest.mark.parametrize("sign, graphs", [(1, 2), (-1, 1)])
+def test_break_at_a_short_circuit_on_array_data(check, sign, graphs):
+    # the comparison; then `y * 2` only when the `and` goes on to evaluate it
+    check(and_of_array, sign * np.arange(1.0, 4.0), np.ones(3), graphs=graphs)
+
+
+ASSERTS = """
+import numpy as np
+
+def asserts(x):
+    y = x * 2
+    assert (y > 0).all(), "expected positive values"
+    return y + 1
+"""
+
+
+@pytest.fixture
+def asserts(tmp_path):
+    """A user function with an `assert` (defined outside this module: pytest rewrites the
+    asserts of test modules)."""
+    path = tmp_path / "user_asserts.py"
+    path.write_text(ASSERTS)
+    namespace: dict = {}
+    exec(compile(ASSERTS, str(path), "exec"), namespace)
+    return namespace["asserts"]
+
+
+def test_assert_on_data_passes_and_raises_like_python(check, asserts):
+    check(asserts, np.arange(1.0, 4.0), graphs=2)
+    check(asserts, -np.arange(1.0, 4.0), graphs=0)  # same prefix graph; the raise is plain Python
+
+
+def test_assertion_traceback_points_at_the_user_line(asserts):
+    compiled = dynamo.compile(asserts)
+    with pytest.raises(AssertionError, match="expected positive values") as info:
+        compiled(-np.arange(1.0, 4.0))
+    last = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert last.filename.endswith("user_asserts.py")
+    assert last.line == 'assert (y > 0).all(), "expected positive values"'
+
+
+def many_breaks(x, y):
+    a = x + y
+    graph_break()
+    b = a * 2
+    graph_break()
+    c = b - x
+    graph_break()
+    return a, b, c
+
+
+def test_each_graph_break_starts_a_new_graph(check):
+    check(many_breaks, np.arange(3.0), np.ones(3), graphs=3)
+    out = dynamo.explain(many_breaks)(np.arange(3.0), np.ones(3))
+    assert out.graph_count == 3 and out.graph_break_count == 3
+    assert all("graph_break()" in reason for reason in out.break_reasons)
+
+
+def break_first(x):
+    print(end="")
+    return np.exp(x) - 1
+
+
+def test_break_before_any_operation_still_captures_the_rest(check):
+    check(break_first, np.arange(3.0), graphs=1)
+
+
+# What travels to the resume function -----------------------------------------------------------
+
+
+def dead_and_live(x, y):
+    big = x * 1000  # dead after the break
+    keep = x + y
+    graph_break()
+    return keep * 2
+
+
+def test_only_live_locals_are_passed_to_the_resume_function(check):
+    check(dead_and_live, np.arange(3.0), np.ones(3), graphs=2)
+    resumes = [c for c in _resumed_codes(dead_and_live)]
+    assert resumes, "no resume function was made"
+    for code in resumes:
+        names = code.co_varnames[:code.co_argcount]
+        assert "keep" in names and "big" not in names and "x" not in names and "y" not in names
+
+
+def _resumed_codes(fn):
+    """The resume code objects that `fn`'s transformed code calls."""
+    found = []
+    for _, new_code in _C.get_cache_entries(fn.__code__):
+        for const in new_code.co_consts:
+            if hasattr(const, "co_code") and is_resume_code(const):
+                found.append(const)
+    return found
+
+
+def deletes_a_local(x):
+    y = x + 1
+    del x
+    graph_break()
+    return y * 2
+
+
+def test_deleted_local_stays_deleted(check):
+    check(deletes_a_local, np.arange(3.0), graphs=2)
+
+
+def maybe_unbound(x):
+    if x.shape[0] > 10:
+        w = 1
+    graph_break()
+    return w
+
+
+def test_unbound_local_raises_after_a_break(check):
+    check(maybe_unbound, np.arange(3.0), graphs=None)  # UnboundLocalError, same message
+
+
+SCALE = 3.0
+
+
+def reads_a_global_after(x):
+    y = x + 1
+    graph_break()
+    return y * SCALE
+
+
+def test_globals_read_after_a_break(check):
+    check(reads_a_global_after, np.arange(3.0), graphs=2)
+
+
+def closure_after_break(x):
+    y = np.sin(x)
+    graph_break()
+    g = lambda: y + 1  # noqa: E731  (y is a cell: the resume function gets the cell itself)
+    return g()
+
+
+def test_cells_are_shared_with_closures_made_after_the_break(check):
+    check(closure_after_break, np.arange(3.0), graphs=2)  # sin, and the lambda's own frame
+
+
+def shape_changes(x):
+    y = x * 2
+    graph_break()
+    return y.sum(axis=0)
+
+
+def test_resume_function_recompiles_for_new_shapes(check):
+    check(shape_changes, np.ones((2, 3)), graphs=2)
+    check(shape_changes, np.ones((4, 5)), graphs=2)
+
+
+def prints_a_value(x):
+    y = x + 1
+    print("value:", float(y.sum()))
+    return y
+
+
+def test_values_only_passed_through_get_no_guards(check, capsys):
+    # print's arguments reach the second resume function, which only hands them to print: a
+    # new value printed must not recompile it
+    check(prints_a_value, np.arange(3.0), graphs=1)
+    check(prints_a_value, np.arange(3.0) + 5, graphs=0)
+    for code in _resumed_codes(prints_a_value):
+        for check_fn, _ in _C.get_cache_entries(code):
+            assert "value:" not in "".join(check_fn.guards)
+
+
+def prints_a_formatted_value(x):
+    y = x + 1
+    print(f"mean={float(y.mean()):.3f}")
+    return y
+
+
+def test_a_formatted_value_from_array_data_does_not_recompile(check, capsys):
+    check(prints_a_formatted_value, np.arange(3.0), graphs=1)  # x + 1 and the mean
+    check(prints_a_formatted_value, np.arange(3.0) + 5, graphs=0)  # same versions, new text
+    assert capsys.readouterr().out.splitlines()[-1] == "mean=7.000"
+
+
+# Where breaks do not happen --------------------------------------------------------------------
+
+
+def loop_with_data_dependent_exit(x):
+    err = 1.0
+    while err > 1e-3:
+        x = x / 2
+        err = float(np.abs(x).max())
+    return x
+
+
+def test_no_break_inside_a_loop_the_frame_runs_in_python(check):
+    check(loop_with_data_dependent_exit, np.arange(3.0), graphs=0)
+    out = dynamo.explain(loop_with_data_dependent_exit)(np.arange(3.0))
+    assert out.graph_break_count == 0 and "float()" in out.skipped_frames[0]
+
+
+def try_after_ops(x):
+    y = np.cos(x) * 2
+    try:
+        z = y.reshape(7, 7)
+    except ValueError:
+        z = y + 1
+    return z
+
+
+def test_graph_ends_before_a_try_block(check):
+    # the block (and the rest of the frame) runs in plain Python in a resume function
+    check(try_after_ops, np.arange(3.0), graphs=1)
+
+
+def test_fullgraph_turns_a_break_into_an_error_with_the_line():
+    with pytest.raises(dynamo.FullGraphError) as info:
+        dynamo.compile(prints_between, fullgraph=True)(np.arange(3.0))
+    message = str(info.value)
+    assert f"{__file__}:" in message and "float(y.sum())" in message
+
+
+def test_graph_break_outside_compiled_code_does_nothing():
+    assert graph_break() is None
+
+
+# Resume functions on their own -----------------------------------------------------------------
+
+
+def branchy(x, y):
+    a = x + 1
+    b = y * 2
+    if a > b:
+        c = a - b
+    else:
+        c = b - a
+    print("c", c)
+    return c + a
+
+
+def test_liveness_at_each_instruction():
+    info = code_info(branchy.__code__)
+    at_print = next(i for i, ins in enumerate(info.instructions)
+                    if ins.name == "LOAD_GLOBAL" and ins.arg[1] == "print")
+    assert info.live_locals(at_print) == {"a", "c"}
+    assert info.live_locals(0) == {"x", "y"}
+    assert not info.in_loop(at_print) and not info.in_exception_block(at_print)
+
+
+def test_resume_function_continues_the_original_code(capsys):
+    info = code_info(branchy.__code__)
+    at_print = next(i for i, ins in enumerate(info.instructions)
+                    if ins.name == "LOAD_GLOBAL" and ins.arg[1] == "print")
+    resume = resume_code(branchy.__code__, at_print, (), ("a", "c"))
+    assert resume is resume_code(branchy.__code__, at_print, (), ("a", "c"))  # cached
+    fn = resume_function(resume, globals(), ())
+    assert fn(3, 3) == branchy(2, 3) == 6  # a = 3, c = 3 at the print
+    assert capsys.readouterr().out == "c 3\nc 3\n"
+    listing = dis.Bytecode(resume.code).dis()
+    assert "JUMP_FORWARD" in listing and resume.code.co_name.startswith("resume_in_branchy_at_")
+
+
+# Every instruction as a break point ------------------------------------------------------------
+#
+# The check of the rebuilt bytecode: for each instruction of each program below, force a graph
+# break right there (a handler that raises Unsupported at that instruction index), then compare
+# with plain NumPy. Every stack shape the program goes through (NULLs under callables, pending
+# keyword names, values under a call, half-built tuples) is rebuilt once.
+
+
+def stack_shapes(x, y, scale=2.0):
+    a = np.add(x * scale, np.sin(y), out=None)
+    pair = (a.sum(axis=0), a)
+    first, second = pair
+    label = f"{x.shape[0]}-{scale}"
+    b = np.concatenate([first[None], second[:1]], axis=0) if len(label) > 2 else a
+    return b.mean(keepdims=True) + np.float64(scale), label, [v * 2 for v in (x, y)]
+
+
+def branches_and_methods(x, k):
+    if x.ndim == 2 and k > 1:
+        y = x.reshape(-1).cumsum()[::k]
+    else:
+        y = -x
+    total = 0.0
+    for i in range(3):
+        total = total + y[i] * i
+    return np.where(y > total, y, total), {"k": k, "n": y.size}
+
+
+@pytest.mark.parametrize("fn, args", [
+    (stack_shapes, (np.arange(6.0).reshape(3, 2), np.ones((3, 2)))),
+    (branches_and_methods, (np.arange(12.0).reshape(3, 4), 2)),
+], ids=["stack_shapes", "branches_and_methods"])
+def test_break_at_every_instruction_rebuilds_the_frame(check, monkeypatch, fn, args):
+    from dynamo import symbolic_convert
+    from dynamo.exc import Unsupported
+
+    translator = symbolic_convert.InstructionTranslator
+    original = dict(translator.dispatch)
+    forced = {"index": -1}
+
+    def forcing(handler):
+        def run(tx, inst):
+            if type(tx) is translator and tx.code is fn.__code__ and tx.index == forced["index"]:
+                raise Unsupported(f"forced break at instruction {tx.index}")
+            return handler(tx, inst)
+        return run
+
+    monkeypatch.setattr(translator, "dispatch", {name: forcing(h) for name, h in original.items()})
+    n = len(code_info(fn.__code__).instructions)
+    broke = 0
+    for index in range(n):
+        dynamo.reset()
+        forced["index"] = index
+        check(fn, *args, graphs=None)
+        out = dynamo.explain(fn)(*args)
+        broke += any(f"forced break at instruction {index}" in r for r in out.break_reasons)
+    assert broke > n // 2, f"only {broke} of {n} instructions could be break points"
+
+
+# Loops that are not unrolled -------------------------------------------------------------------
+
+
+def long_loop(x, n):
+    y = np.cos(x)
+    for i in range(n):
+        y = y * 0.5 + i
+    return y
+
+
+def test_a_loop_past_the_tracing_budget_runs_in_python_after_the_graph(check):
+    from dynamo import config
+
+    with config.patch(max_instructions=200):
+        # cos, then the loop runs in Python calling its body function, whose graph uses the
+        # counter `i` as a constant: two versions (i = 0, 1), then the body runs in plain Python
+        check(long_loop, np.arange(3.0), 500, graphs=3)
+        out = dynamo.explain(long_loop)(np.arange(3.0), 500)
+    assert out.graph_count == 3
+    assert "a loop this long is not unrolled" in out.break_reasons[0]
+    assert any("recompiles on every iteration" in frame for frame in out.skipped_frames)
+
+
+def test_a_short_loop_is_still_unrolled_into_one_graph(check):
+    check(long_loop, np.arange(3.0), 5, graphs=1)
+    out = dynamo.explain(long_loop)(np.arange(3.0), 5)
+    assert out.graph_break_count == 0 and len(out.ops_per_graph[0]) == 11
+
+
+def newton_sqrt(x):
+    y = x * 2
+    err = 1.0
+    while err > 1e-9:
+        y = y - (y * y - x) / (2 * y)
+        err = float(np.abs(y * y - x).max())
+    return y + 0
+
+
+def test_a_while_loop_with_a_data_dependent_exit_compiles_its_body_once(check):
+    # x * 2 | the loop runs in Python: its body (the Newton step and the error) is one graph
+    # reused by every iteration, the comparison runs in Python | y + 0 after the loop
+    check(newton_sqrt, np.arange(1.0, 5.0), graphs=3)
+    check(newton_sqrt, np.arange(2.0, 6.0), graphs=0)  # other data, other iteration count
+    out = dynamo.explain(newton_sqrt)(np.arange(1.0, 5.0))
+    assert "float()" in out.break_reasons[0]
+
+
+def running_sum(x):
+    s = x[0] * 0
+    for i in range(1500):
+        s = s + x[i]
+    return s
+
+
+def test_a_long_unrolled_chain_on_one_line_compiles(check):
+    # 3,000 nodes made on one source line: the code printer must not recurse per node
+    check(running_sum, np.arange(1500.0), graphs=1)
+
+
+# Loops whose body is a function of its own ---------------------------------------------------
+
+
+def smooth(u, n):
+    u = u * 1.0
+    for t in range(n):
+        u = 0.5 * (u + u[::-1])
+        print("step", t)
+        u = u * 2 - 1
+    return u
+
+
+def _loop_bodies(fn):
+    """Body functions the transformed code of `fn` drives."""
+    found = []
+    for _, new_code in _C.get_cache_entries(fn.__code__):
+        found += [c for c in new_code.co_consts
+                  if hasattr(c, "co_code") and c.co_name.startswith("loop_body_of_")]
+    return found
+
+
+def test_a_loop_with_a_print_runs_in_python_and_its_body_is_compiled(check, capsys):
+    check(smooth, np.arange(6.0), 5, graphs=None)
+    assert capsys.readouterr().out.count("step 4") == 3
+    (body,) = _loop_bodies(smooth)
+    assert body.co_varnames[:2] == ("___item", "u")
+    # the body's graphs are compiled once and reused by every later iteration
+    graphs = check.backend.count
+    dynamo.compile(smooth, backend=check.backend)(np.arange(6.0), 9)
+    assert check.backend.count == graphs + 1  # only the new prefix (n is guarded); no new body
+
+
+def loop_exits(x, limit):
+    total = x * 0
+    for i, row in enumerate(x):
+        if i == limit:
+            break
+        if row.sum() < 0:
+            continue
+        total = total + row
+        if float(total.sum()) > 100:
+            return total * -1
+    return total + 1
+
+
+@pytest.mark.parametrize("limit, scale", [(10, 1.0), (2, 1.0), (10, -1.0), (10, 50.0)],
+                         ids=["runs-out", "break", "continue", "return"])
+def test_break_continue_and_return_inside_a_compiled_loop_body(check, limit, scale):
+    check(loop_exits, np.arange(12.0).reshape(4, 3) * scale, limit, graphs=None)
+
+
+def assigned_in_loop(xs):
+    for x in xs:
+        last = np.sin(x)
+        dynamo.graph_break()
+    return last * 2  # noqa: F821  (unbound when xs is empty)
+
+
+@pytest.mark.parametrize("n", [3, 0])
+def test_a_local_first_bound_inside_the_loop_keeps_python_semantics(check, n):
+    check(assigned_in_loop, [np.arange(2.0) + i for i in range(n)], graphs=None)
+
+
+def nested_loops(a):
+    out = a * 0
+    for i in range(a.shape[0]):
+        for j in range(a.shape[1]):
+            dynamo.graph_break()
+            out[i, j] = a[i, j] * (i + j)
+    return out
+
+
+def test_nested_loops_with_a_break_inside(check):
+    check(nested_loops, np.arange(6.0).reshape(2, 3), graphs=None)
+
+
+def raises_in_loop(x):
+    y = x + 0
+    for i in range(3):
+        dynamo.graph_break()
+        y = y.reshape(2, 2) if i == 2 else y
+    return y
+
+
+def test_an_error_in_a_loop_body_propagates(check):
+    check(raises_in_loop, np.arange(3.0), graphs=None)  # ValueError from the reshape
+
+
+# NumPy objects and functions without rules -----------------------------------------------------
+
+
+def draws(x, rng):
+    y = x * 2
+    noise = rng.standard_normal(x.shape)  # a method of an object npdynamo does not model
+    return y + noise
+
+
+def test_a_generator_draws_the_same_numbers_and_ends_in_the_same_state(check):
+    x = np.arange(3.0)
+    eager_rng, compiled_rng = np.random.default_rng(7), np.random.default_rng(7)
+    expected = draws(x, eager_rng)
+    actual = dynamo.compile(draws)(x, compiled_rng)
+    np.testing.assert_array_equal(actual, expected)
+    assert compiled_rng.bit_generator.state == eager_rng.bit_generator.state
+    out = dynamo.explain(draws)(x, np.random.default_rng(7))
+    assert out.graph_count == 2 and "standard_normal" in out.break_reasons[0]
+
+
+def legacy_stream(n):
+    np.random.seed(3)
+    a = np.random.rand(n)
+    return a * 2 + np.random.rand(n)
+
+
+def test_the_legacy_random_stream_gives_the_same_numbers(check):
+    check(legacy_stream, 4, graphs=None)
+
+
+def numpy_without_rules(x):
+    return (np.median(x) + np.count_nonzero(x), np.split(x, 2), np.cov(x),
+            np.histogram(x, bins=3)[0], np.mgrid[0:2, 0:3], np.linalg.cholesky(np.eye(2) * x[1]),
+            np.shares_memory(x, x[1:]))
+
+
+def test_numpy_functions_without_rules_break_at_the_call(check):
+    check(numpy_without_rules, np.arange(1.0, 5.0), graphs=None)
+    out = dynamo.explain(numpy_without_rules)(np.arange(1.0, 5.0))
+    # each call breaks the graph; the frame itself is never given up
+    assert out.graph_break_count >= 5
+    assert not any(frame.startswith("numpy_without_rules:") for frame in out.skipped_frames)
+
+
+def formats_a_numpy_scalar(x):
+    total = x.sum()
+    label = f"total={total:.2f}"
+    bigger = total > 3
+    return label, bigger, x * 2
+
+
+def test_numpy_scalars_in_fstrings_and_comparisons_break_cleanly(check):
+    check(formats_a_numpy_scalar, np.arange(4.0), graphs=None)
+    out = dynamo.explain(formats_a_numpy_scalar)(np.arange(4.0))
+    assert out.graph_count >= 2 and out.graph_break_count >= 1

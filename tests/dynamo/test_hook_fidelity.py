@@ -1,0 +1,599 @@
+"""npdynamo must never crash and never change the program (issue 8, the C-hook items).
+
+Each test runs a program in plain Python and under capture and asserts that nothing beside
+npdynamo can tell the difference: other co_extra users, deep recursion, threads compiling at
+once, debuggers/profilers/coverage (sys.settrace, sys.setprofile, C tracers), tracebacks,
+KeyboardInterrupt, threads and asyncio tasks sharing capture scopes, and the lifetime of user
+backends. Crashes are tested in a subprocess. Oracle: the same code without npdynamo.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import subprocess
+import sys
+import textwrap
+import threading
+import traceback
+
+import numpy as np
+import pytest
+
+import dynamo
+from dynamo import _C, convert_frame, eval_frame
+
+
+def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(autouse=True)
+def _capture_off_around_each_test():
+    assert _C.get_eval_frame() is None
+    yield
+    assert _C.get_eval_frame() is None, "a capture scope leaked"
+    assert _C.hook_state()["active_scopes"] == 0
+
+
+def three_ops(x, y):
+    return np.sin(x) * y + 1
+
+
+# ---- other co_extra users ------------------------------------------------------------------
+
+
+def test_another_co_extra_user_does_not_crash():
+    """CPython calls every free function for every slot of a dying code object, also ours
+    when only the other user's slot is set (our slot is NULL)."""
+    proc = run_python("""
+        import ctypes, gc
+        import dynamo
+        api = ctypes.pythonapi
+        api._PyEval_RequestCodeExtraIndex.argtypes = [ctypes.c_void_p]
+        api._PyEval_RequestCodeExtraIndex.restype = ctypes.c_ssize_t
+        api._PyCode_SetExtra.argtypes = [ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p]
+        index = api._PyEval_RequestCodeExtraIndex(None)
+        ns = {}
+        exec("f = lambda: 0", ns)
+        f = ns.pop("f")
+        assert api._PyCode_SetExtra(f.__code__, index, 1234) == 0
+        del f, ns
+        gc.collect()
+        print("survived")
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "survived"
+
+
+# ---- recursion -----------------------------------------------------------------------------
+
+
+def test_deep_recursion_under_capture_returns_like_plain_python():
+    """With the hook installed CPython 3.11 cannot inline Python calls, so each level costs C
+    stack; near the end of the C stack the hook steps out of the way (deep mode)."""
+    proc = run_python("""
+        import sys, threading
+        import numpy as np
+        import dynamo
+        sys.setrecursionlimit(100000)
+
+        def r(n):
+            return 0 if n == 0 else 1 + r(n - 1)
+
+        def r_np(x, n):
+            return x if n == 0 else r_np(x, n - 1) + 1
+
+        assert r(25000) == 25000
+        with dynamo.optimize("eager"):
+            print(r(25000))
+            print(int(r_np(np.zeros(2), 20000)[0]))
+        # A thread that never asked for capture, while another thread keeps the hook installed.
+        inside, done = threading.Event(), threading.Event()
+        def hold():
+            with dynamo.optimize("eager"):
+                inside.set()
+                done.wait(60)
+        t = threading.Thread(target=hold)
+        t.start()
+        inside.wait(60)
+        print(r(25000))
+        done.set()
+        t.join()
+        print(dynamo._C.hook_state())
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.split("\n")
+    assert lines[:3] == ["25000", "20000", "25000"]
+    assert lines[3] == "{'installed': False, 'active_scopes': 0, 'deep_runs': 0}"
+
+
+def _outcome_at_depth(fn, depth, *args):
+    """Call fn(*args) with `depth` extra frames on the stack: its value or the exception type."""
+    def down(k):
+        return fn(*args) if k == 0 else down(k - 1)
+    try:
+        return down(depth)
+    except RecursionError:
+        return RecursionError
+
+
+def _depth_limit(fn, *args):
+    """The smallest stack depth at which fn(*args) raises RecursionError in plain Python."""
+    lo, hi = 0, sys.getrecursionlimit()
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _outcome_at_depth(fn, mid, *args) is RecursionError:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def test_compiled_calls_need_no_more_recursion_headroom_than_plain_ones():
+    x = np.ones(3)
+    limit = _depth_limit(three_ops, x, x)
+    compiled = dynamo.compile(three_ops)
+    compiled(x, x)  # compiled and cached at a shallow depth
+    for depth in (limit - 3, limit - 1):
+        assert np.array_equal(_outcome_at_depth(compiled, depth, x, x), three_ops(x, x))
+    assert _outcome_at_depth(compiled, limit + 2, x, x) is RecursionError
+    assert len(_C.get_cache_entries(three_ops.__code__)) == 1
+
+
+def test_no_compile_without_headroom_and_no_permanent_decision():
+    def f(x):
+        return np.cos(x) + 2
+
+    x = np.ones(3)
+    compiled = dynamo.compile(f)
+    # Deep in the stack: runs plainly, not compiled, not marked.
+    assert np.array_equal(_outcome_at_depth(compiled, sys.getrecursionlimit() - 120, x), f(x))
+    assert _C.get_cache_entries(f.__code__) == []
+    assert _C.get_code_state(f.__code__) == _C.DEFAULT
+    with _no_warnings():
+        assert np.array_equal(compiled(x), f(x))  # with room: compiled now
+    assert len(_C.get_cache_entries(f.__code__)) == 1
+
+
+class _no_warnings:
+    def __enter__(self):
+        import warnings
+        self._cm = warnings.catch_warnings(record=True)
+        self.caught = self._cm.__enter__()
+        warnings.simplefilter("always")
+        return self
+
+    def __exit__(self, *exc):
+        self._cm.__exit__(*exc)
+        assert [str(w.message) for w in self.caught] == []
+
+
+def test_recursion_error_while_compiling_is_not_permanent(monkeypatch):
+    def f(x):
+        return np.tan(x) - 1
+
+    calls = []
+
+    def deep_backend(gm, example_inputs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RecursionError("maximum recursion depth exceeded (simulated)")
+        return gm.forward
+
+    x = np.ones(3)
+    compiled = dynamo.compile(f, backend=deep_backend)
+    with _no_warnings():
+        assert np.array_equal(compiled(x), f(x))  # compile failed: ran plainly, no warning
+    assert _C.get_code_state(f.__code__) == _C.DEFAULT
+    assert np.array_equal(compiled(x), f(x))  # tried again, compiled
+    assert len(calls) == 2 and len(_C.get_cache_entries(f.__code__)) == 1
+
+
+# ---- threads compiling the same function ------------------------------------------------------
+
+
+def test_two_threads_compiling_one_version_keep_one_entry(monkeypatch):
+    """The entry is in the cache before the compile lock is released: a thread that waited for
+    the lock finds it and does not compile the same version again. The interleaving is forced:
+    thread A stops right after its callback released the lock (Python level) until thread B
+    has finished its own call of f."""
+    real_lock = convert_frame.compile_lock
+    a_compiling, b_done = threading.Event(), threading.Event()
+    state = {"armed": False, "waited": False}
+    thread_a = threading.current_thread()
+
+    class SpyLock:
+        def acquire(self, *args):
+            return real_lock.acquire(*args)
+
+        def release(self):
+            real_lock.release()
+
+        def __enter__(self):
+            real_lock.acquire()
+            return self
+
+        def __exit__(self, *exc):
+            real_lock.release()
+            if threading.current_thread() is thread_a and state["armed"]:
+                state["armed"] = False
+                if not real_lock._is_owned():
+                    # The lock is free although A's entry may not be cached yet: let B run.
+                    state["waited"] = b_done.wait(30)
+
+    monkeypatch.setattr(convert_frame, "compile_lock", SpyLock())
+    compiles = []
+
+    def backend(gm, example_inputs):
+        compiles.append(threading.current_thread().name)
+        if threading.current_thread() is thread_a:
+            state["armed"] = True
+            a_compiling.set()
+        return gm.forward
+
+    def f(x):
+        return np.sqrt(x) * 3
+
+    compiled = dynamo.compile(f, backend=backend)
+    x = np.ones(4)
+    results = []
+
+    def thread_b():
+        a_compiling.wait(30)
+        results.append(compiled(x))
+        b_done.set()
+
+    b = threading.Thread(target=thread_b, name="B")
+    b.start()
+    results.append(compiled(x))
+    b.join()
+    assert all(np.array_equal(r, f(x)) for r in results) and len(results) == 2
+    assert len(_C.get_cache_entries(f.__code__)) == 1
+    assert compiles == [thread_a.name]
+
+
+# ---- tracers and profilers -----------------------------------------------------------------
+
+
+def _traced(fn, *args, kind="trace"):
+    events = []
+
+    def tracer(frame, event, arg):
+        events.append((event, frame.f_code.co_name, frame.f_lineno))
+        return tracer
+
+    setter = sys.settrace if kind == "trace" else sys.setprofile
+    setter(tracer)
+    try:
+        result = fn(*args)
+    finally:
+        setter(None)
+    return result, [e for e in events if e[1] not in ("_traced",)]
+
+
+def five_lines(x, y):
+    a = np.sin(x) * y
+    b = a + 1
+    c = np.exp(b)
+    return c - x
+
+
+@pytest.mark.parametrize("kind", ["trace", "profile"])
+def test_tracers_see_the_plain_program(kind):
+    x, y = np.ones(4), np.full(4, 2.0)
+    plain_result, plain_events = _traced(five_lines, x, y, kind=kind)
+    compiled = dynamo.compile(five_lines)
+    # First call under the tracer (would compile), then a call after a compile (would hit).
+    for _ in range(2):
+        result, events = _traced(compiled, x, y, kind=kind)
+        assert np.array_equal(result, plain_result)
+        assert [e for e in events if e[0] != "c_call" and e[0] != "c_return"] == \
+            [e for e in plain_events if e[0] != "c_call" and e[0] != "c_return"]
+        assert events == plain_events
+        compiled(x, y)
+    assert len(_C.get_cache_entries(five_lines.__code__)) == 1  # compiled when not traced
+
+
+def test_trace_function_exceptions_propagate_like_plain_python():
+    def tracer(frame, event, arg):
+        if event == "line" and frame.f_code is five_lines.__code__ and frame.f_lineno == \
+                five_lines.__code__.co_firstlineno + 2:
+            raise ValueError("from the tracer")
+        return tracer
+
+    compiled = dynamo.compile(five_lines)
+    for fn in (five_lines, compiled):
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(ValueError, match="from the tracer"):
+                fn(np.ones(2), np.ones(2))
+        finally:
+            sys.settrace(None)
+
+
+def test_c_tracer_does_not_crash():
+    proc = run_python("""
+        import _testcapi, sys
+        import numpy as np
+        import dynamo
+
+        def f(x, y):
+            a = np.sin(x) * y
+            return a + 1
+
+        def record(fn):
+            events = []
+            _testcapi.settrace_to_record(events)
+            fn(np.ones(3), np.ones(3))
+            sys.settrace(None)
+            return [(what, line) for what, line, arg in events]
+
+        plain = record(f)
+        compiled = dynamo.compile(f)
+        print(record(compiled) == plain)
+        compiled(np.ones(3), np.ones(3))
+        print(record(compiled) == plain)
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["True", "True"]
+
+
+# ---- tracebacks ------------------------------------------------------------------------------
+
+
+def singular(x):
+    a = x * 0.0
+    b = a + 1.0
+    return np.linalg.inv(b * 0.0)
+
+
+def out_of_bounds(x, i):
+    y = x + 1.0
+    return y[i] * 2  # i is an index array: out of bounds is found when the graph runs
+
+
+def _frames(fn, *args):
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - comparing whatever plain Python raises
+        return type(exc), [(f.name, f.filename, f.lineno)
+                           for f in traceback.extract_tb(exc.__traceback__)[1:]]
+    raise AssertionError("no exception")
+
+
+def _c_backend():
+    from dynamo.backends.c import make_backend
+    return make_backend(min_size=0, calibrate=False)
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+@pytest.mark.parametrize("fn, args", [(singular, (np.ones((2, 2)),)),
+                                      (out_of_bounds, (np.ones(3), np.array([0, 7])))])
+def test_tracebacks_show_the_users_frames(backend, fn, args):
+    expected = _frames(fn, *args)
+    compiled = dynamo.compile(fn, backend=_c_backend() if backend == "c" else backend)
+    assert _frames(compiled, *args) == expected  # compiles
+    assert _frames(compiled, *args) == expected  # cache hit
+    assert _C.get_cache_entries(fn.__code__)
+
+
+# ---- KeyboardInterrupt -------------------------------------------------------------------------
+
+
+def test_keyboard_interrupt_at_any_point_leaves_no_capture_behind():
+    """Raise KeyboardInterrupt at the n-th trace event of a compiled call and of a `with`
+    block, for every n: the interrupt reaches the caller and capture is off afterwards."""
+    compiled = dynamo.compile(three_ops)
+    x = np.ones(3)
+    compiled(x, x)
+
+    def interrupting(n):
+        count = [0]
+
+        def tracer(frame, event, arg):
+            # Only at calls and returns, where a signal handler can run too (CPython also
+            # skips __exit__ when a *line* event between a with body and its exit raises).
+            if event in ("call", "return"):
+                count[0] += 1
+                if count[0] == n:
+                    raise KeyboardInterrupt
+            return tracer
+        return tracer
+
+    def with_block():
+        with dynamo.optimize("eager"):
+            three_ops(x, x)
+
+    gc.collect()
+    gc.disable()  # no finalizer may run (and be interrupted) under the tracer
+    try:
+        _interrupt_each_event(interrupting, (lambda: compiled(x, x), with_block))
+    finally:
+        gc.enable()
+
+
+def _interrupt_each_event(interrupting, programs):
+    for program in programs:
+        for n in range(1, 40):
+            sys.settrace(interrupting(n))
+            try:
+                program()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(None)
+            assert _C.get_eval_frame() is None, n
+            assert _C.hook_state()["active_scopes"] == 0, n
+
+
+def test_keyboard_interrupt_in_a_guard_reaches_the_user(monkeypatch):
+    """The guard reads ``___globals['np']``; with a dict subclass as globals that read runs
+    user code, here raising KeyboardInterrupt once. It must reach the caller, not be printed as
+    "Exception ignored" and treated as a failed guard."""
+
+    class ArmedGlobals(dict):
+        armed = False
+
+        def __getitem__(self, key):
+            if ArmedGlobals.armed:
+                ArmedGlobals.armed = False
+                raise KeyboardInterrupt
+            return dict.__getitem__(self, key)
+
+    namespace = ArmedGlobals(np=np)
+    exec("def f(x):\n    return np.sin(x) * 2\n", namespace)
+    f = namespace["f"]
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    compiled = dynamo.compile(f)
+    x = np.ones(3)
+    assert np.array_equal(compiled(x), np.sin(x) * 2)
+    assert len(_C.get_cache_entries(f.__code__)) == 1
+    ArmedGlobals.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        compiled(x)
+    assert unraisable == []
+    assert np.array_equal(compiled(x), np.sin(x) * 2)
+
+
+# ---- capture state per thread and per task ------------------------------------------------------
+
+
+def test_one_optimize_object_entered_by_two_threads():
+    context = dynamo.optimize("eager")
+    callback = context.callback
+    steps = [threading.Event() for _ in range(4)]
+    seen = {}
+
+    def first():
+        with dynamo.run():  # this thread's state before entering `context`: run-only (False)
+            with context:
+                steps[0].set()
+                steps[1].wait(30)
+                seen["first inside"] = _C.get_eval_frame()
+            seen["first after"] = _C.get_eval_frame()
+            steps[2].set()
+
+    def second():
+        steps[0].wait(30)
+        with context:
+            steps[1].set()
+            steps[2].wait(30)  # the first thread has left its block meanwhile
+            seen["second inside"] = _C.get_eval_frame()
+        seen["second after"] = _C.get_eval_frame()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == {"first inside": callback, "first after": False,
+                    "second inside": callback, "second after": None}
+    assert _C.hook_state() == {"installed": False, "active_scopes": 0, "deep_runs": 0}
+
+
+def test_interleaved_asyncio_tasks_keep_their_own_capture_state():
+    context = dynamo.optimize("eager")
+    seen = []
+
+    async def captured():
+        with context:
+            seen.append(("captured", _C.get_eval_frame() is context.callback))
+            await asyncio.sleep(0)
+            seen.append(("captured", _C.get_eval_frame() is context.callback))
+            await asyncio.sleep(0)
+        seen.append(("captured after", _C.get_eval_frame() is None))
+
+    async def disabled():
+        with dynamo.disable():
+            seen.append(("disabled", _C.get_eval_frame() is None))
+            await asyncio.sleep(0)
+            seen.append(("disabled", _C.get_eval_frame() is None))
+        seen.append(("disabled after", _C.get_eval_frame() is None))
+
+    async def main():
+        await asyncio.gather(captured(), disabled())
+
+    asyncio.run(main())
+    assert all(ok for _, ok in seen) and len(seen) == 6
+    assert _C.get_eval_frame() is None
+    assert _C.hook_state() == {"installed": False, "active_scopes": 0, "deep_runs": 0}
+
+
+def test_task_created_outside_a_scope_is_not_captured():
+    context = dynamo.optimize("eager")
+    seen = []
+
+    async def worker():
+        seen.append(_C.get_eval_frame())
+
+    async def main():
+        with context:
+            pass
+        task = asyncio.ensure_future(worker())
+        with context:
+            await task  # the worker runs now, in its own context
+        with context:
+            inner = asyncio.ensure_future(worker())
+        await inner  # created inside: starts with the scope's callback (contextvars)
+
+    asyncio.run(main())
+    assert seen == [None, context.callback]
+
+
+# ---- backend lifetime ------------------------------------------------------------------------
+
+
+def _live_callbacks():
+    gc.collect()
+    return sum(isinstance(o, convert_frame.ConvertFrame) for o in gc.get_objects())
+
+
+def test_backends_defined_in_a_loop_do_not_accumulate():
+    def f(x):
+        return np.cos(x) * 2
+
+    x = np.ones(3)
+    before = _live_callbacks()
+    for _ in range(20):
+        def backend(gm, example_inputs):
+            return gm.forward
+        compiled = dynamo.compile(f, backend=backend)
+        assert np.array_equal(compiled(x), f(x))
+        del compiled, backend
+    assert _live_callbacks() <= before + 1
+    gc.collect()
+    assert len(_C.get_cache_entries(f.__code__)) <= 1  # entries of dead callbacks are dropped
+
+
+# ---- the wrapper is a C callable: it still behaves like the function it wraps -------------------
+
+
+@dynamo.compile
+def compiled_at_module_level(x, scale=2.0):
+    """Doc of the wrapped function."""
+    return np.sin(x) * scale
+
+
+class _Holder:
+    @dynamo.compile
+    def method(self, x):
+        return np.cos(x) + 1
+
+
+def test_wrapper_pickles_binds_and_describes_like_the_function():
+    import copy
+    import inspect
+    import pickle
+
+    x = np.ones(3)
+    assert pickle.loads(pickle.dumps(compiled_at_module_level)) is compiled_at_module_level
+    assert copy.deepcopy(compiled_at_module_level) is compiled_at_module_level
+    assert compiled_at_module_level.__name__ == "compiled_at_module_level"
+    assert compiled_at_module_level.__doc__ == "Doc of the wrapped function."
+    assert str(inspect.signature(compiled_at_module_level)) == "(x, scale=2.0)"
+    assert np.array_equal(compiled_at_module_level(x, scale=3.0), np.sin(x) * 3.0)
+    assert np.array_equal(_Holder().method(x), np.cos(x) + 1)
+    assert np.array_equal(_Holder.method(_Holder(), x), np.cos(x) + 1)

@@ -1,0 +1,264 @@
+"""Inlining: calls to the user's Python functions are traced into the caller's graph, with
+Python's argument binding, closures, defaults, methods and decorators; a callee that cannot be
+captured makes the caller's graph break at the call. NumPy is the oracle (`check`).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+
+import dynamo
+from dynamo import _C
+from dynamo.inline import MAX_INLINE_DEPTH
+
+# Argument binding ------------------------------------------------------------------------------
+
+
+def binds(x, scale=2.0, *rest, bias=0.5, **options):
+    extra = sum(rest) + len(options)
+    return np.sin(x) * scale + bias + extra
+
+
+def calls_with_every_binding(x):
+    a = binds(x)
+    b = binds(x, 3.0)
+    c = binds(x, 3.0, 1, 2, bias=-1.0, flag=True)
+    d = binds(scale=0.5, x=x)
+    args, kwargs = (x, 1.5), {"bias": 2.0}
+    e = binds(*args, **kwargs)
+    return a, b, c, d, e
+
+
+def test_positional_keyword_default_star_args_and_kwargs(check):
+    check(calls_with_every_binding, np.arange(4.0))
+
+
+def bad_call(x):
+    return binds(x, bias=1.0, bias2=2.0, scale=1.0, extra=3) + binds(x, 1.0, scale=2.0)
+
+
+def test_a_call_python_rejects_raises_the_same_type_error(check):
+    check(bad_call, np.arange(4.0), graphs=None)  # TypeError: multiple values for 'scale'
+
+
+def test_changing_a_default_recompiles(check):
+    def f(x, k=2.0):
+        return x * k
+
+    def g(x):
+        return f(x) + 1
+
+    check(g, np.arange(3.0))
+    f.__defaults__ = (5.0,)
+    check(g, np.arange(3.0))  # a new version: the default is guarded
+
+
+# Closures, nested functions, lambdas ---------------------------------------------------------
+
+
+def make_scaler(factor, offset):
+    def scale(x):
+        return x * factor + offset
+    return scale
+
+
+SCALER = make_scaler(np.float64(3.0), np.arange(3.0))
+
+
+def uses_a_closure(x):
+    return SCALER(x) - 1
+
+
+def test_closure_contents_are_graph_inputs_and_guarded(check):
+    check(uses_a_closure, np.ones(3))
+    assert len(check.backend.graphs[0].graph.find_nodes(op="placeholder")) == 3  # x, factor, offset
+
+
+def nested_and_lambda(x, k):
+    def inner(v, bias=k):
+        return np.exp(v) + bias
+
+    twice = lambda v: inner(inner(v))  # noqa: E731
+    return twice(x) * k
+
+
+def test_nested_functions_and_lambdas_are_inlined(check):
+    check(nested_and_lambda, np.arange(3.0), 2)
+
+
+def nested_survives_a_break(x):
+    def inner(v):
+        return v * 2
+
+    y = inner(x)
+    dynamo.graph_break()
+    return inner(y) + 1
+
+
+def test_a_function_made_in_the_frame_is_rebuilt_after_a_break(check):
+    check(nested_survives_a_break, np.arange(3.0), graphs=2)
+
+
+# Methods, decorators, recursion ---------------------------------------------------------------
+
+
+class Dense:
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+    def forward(self, x):
+        return self.activation(x @ self.w + self.b)
+
+    def activation(self, z):
+        return np.maximum(z, 0.0)
+
+    def __eq__(self, other):  # the oracle compares the arguments after the call
+        return (type(other) is Dense and np.array_equal(self.w, other.w)
+                and np.array_equal(self.b, other.b))
+
+
+def mlp(x, layer1, layer2):
+    return layer2.forward(layer1.forward(x))
+
+
+def test_methods_of_user_objects_are_inlined(check):
+    rng = np.random.default_rng(0)
+    l1 = Dense(rng.standard_normal((4, 8)), rng.standard_normal(8))
+    l2 = Dense(rng.standard_normal((8, 2)), rng.standard_normal(2))
+    check(mlp, rng.standard_normal((5, 4)), l1, l2, graphs=1)
+
+
+def test_a_monkeypatched_method_recompiles(check, monkeypatch):
+    rng = np.random.default_rng(0)
+    l1 = Dense(rng.standard_normal((4, 4)), np.zeros(4))
+    x = rng.standard_normal((2, 4))
+    check(mlp, x, l1, l1, graphs=1)
+    monkeypatch.setattr(Dense, "activation", lambda self, z: np.tanh(z))
+    check(mlp, x, l1, l1, graphs=1)
+
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@logged
+def decorated(x, power=2):
+    return x ** power
+
+
+def calls_decorated(x):
+    return decorated(x) + decorated(x, power=3)
+
+
+def test_decorators_that_wrap_are_inlined(check):
+    check(calls_decorated, np.arange(4.0), graphs=1)
+
+
+def recursive_sum(x, n):
+    if n == 0:
+        return x
+    return recursive_sum(x * 0.5, n - 1) + x
+
+
+@pytest.mark.parametrize("depth, graphs", [(3, 1), (MAX_INLINE_DEPTH + 5, None)])
+def test_recursion_is_inlined_up_to_the_depth_limit(check, depth, graphs):
+    def top(x):
+        return recursive_sum(x, depth)
+
+    check(top, np.arange(3.0), graphs=graphs)
+
+
+# Calls that cannot be inlined --------------------------------------------------------------------
+
+
+def prints_inside(x):
+    print("inside")
+    return x + 1
+
+
+def calls_a_printing_helper(x):
+    y = np.cos(x)
+    z = prints_inside(y)
+    return z * 2
+
+
+def test_a_break_inside_a_callee_breaks_the_caller_at_the_call(check, capsys):
+    check(calls_a_printing_helper, np.arange(3.0), graphs=3)  # cos | callee's + 1 | * 2
+    assert capsys.readouterr().out == "inside\n" * 3
+    assert _C.get_cache_entries(prints_inside.__code__)  # compiled as its own frame
+
+
+def partial_call(x):
+    scaled = functools.partial(binds, scale=3.0)
+    return scaled(x)
+
+
+def test_functools_partial_gives_numpy_results(check):
+    check(partial_call, np.arange(3.0), graphs=None)
+
+
+FOREIGN = '''
+import numpy as np
+
+OFFSET = 10.0
+
+def shift(x):
+    return np.abs(x) + OFFSET + len(x)
+'''
+
+
+@pytest.fixture
+def foreign_module(tmp_path, monkeypatch):
+    path = tmp_path / "npd_foreign_helpers.py"
+    path.write_text(FOREIGN)
+    spec = importlib.util.spec_from_file_location("npd_foreign_helpers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "npd_foreign_helpers", module)
+    return module
+
+
+def test_functions_of_another_module_read_their_own_globals(check, foreign_module):
+    def uses_foreign(x):
+        return foreign_module.shift(x) * 2
+
+    check(uses_foreign, -np.arange(3.0), graphs=1)
+    foreign_module.OFFSET = 20.0  # their globals are guarded too
+    check(uses_foreign, -np.arange(3.0), graphs=1)
+
+
+def shadows_builtins(type, len):  # noqa: A002  (parameters named like builtins)
+    return np.ones(3) * type + len
+
+
+def test_guards_work_for_parameters_named_like_builtins(check):
+    check(shadows_builtins, 2, 3)
+    check(shadows_builtins, 2, 3, graphs=0)  # the same version is reused (no recompile storm)
+
+
+class Scaler:
+    def __init__(self):
+        self.w = np.arange(3.0)
+
+    def apply(self, a, b):
+        return a * self.w + b
+
+    def __eq__(self, other):
+        return type(other) is Scaler and np.array_equal(self.w, other.w)
+
+
+def method_call_around_a_break(obj, x):
+    y = x + 1
+    return obj.apply(y, dynamo.graph_break() or 2)  # the break comes while obj.apply waits
+
+
+def test_a_method_waiting_on_the_stack_at_a_break_keeps_its_object(check):
+    check(method_call_around_a_break, Scaler(), np.arange(3.0), graphs=2)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass, field
 
-from bytecode import Bytecode, CellVar, Compare, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 from bytecode.flags import CompilerFlags
 
 from . import instructions as ins
@@ -145,7 +145,7 @@ class Codegen:
         if shared:
             name = f"___built_{len(self.built)}"
             self.built[id(vt)] = (name, vt)  # (vt kept alive so its id is not reused)
-            self.extend([Instr("COPY", 1)] + ins.store_fast(name))
+            self.extend(ins.copy(1) + ins.store_fast(name))
 
 
 def transform_code(code: types.CodeType, result: GraphResult | None, exit: FrameExit,
@@ -188,7 +188,7 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
             gen.reconstruct(exit.locals[name])
             saved.append(("cell", name))
     for how, name in reversed(saved):
-        gen.extend(ins.store_fast(name) if how == "fast" else [Instr("STORE_DEREF", CellVar(name))])
+        gen.extend(ins.store_fast(name) if how == "fast" else ins.store_deref(CellVar(name)))
     for vt in top:
         gen.reconstruct(vt)
     if exit.side_effects:  # after every value above is loaded: they see the frame as it was
@@ -199,7 +199,7 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     run = [Instr(instr.name, instr.arg) for instr in exit.run]
     if run and run[-1].has_jump():
         branch = Label()
-        run[-1] = _forward_jump(run[-1], branch)
+        run[-1:] = ins.forward_jump(run[-1], branch)
         gen.extend(run)
         _emit_resume_call(gen, code, exit, deep, exit.continuations[0])
         gen.label(branch)
@@ -207,11 +207,6 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     else:
         gen.extend(run)
         _emit_resume_call(gen, code, exit, deep, exit.continuations[0])
-
-
-def _forward_jump(instr: Instr, target: Label) -> Instr:
-    """The emitted conditional jump always goes forward (to the branch's resume call)."""
-    return Instr(instr.name.replace("_BACKWARD_", "_FORWARD_"), target)
 
 
 def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
@@ -268,13 +263,13 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     head, other = Label(), Label()
     on_stack = 1 if plan.iterates else 0  # the iterator
     if plan.iterates:
-        gen.extend([Instr("GET_ITER")])
+        gen.extend(ins.get_iter())
     _load_closure(gen, code)
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.store_fast(LOOP_BODY))
     gen.label(head)
     if plan.iterates:
         done = Label()
-        gen.extend([Instr("FOR_ITER", done)] + ins.store_fast(ITEM))
+        gen.extend(ins.for_iter(done) + ins.store_fast(ITEM))
     gen.extend(ins.push_null() + ins.load_fast(LOOP_BODY))
     if plan.iterates:
         gen.extend(ins.load_fast(ITEM))
@@ -283,31 +278,28 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     gen.extend(ins.call(on_stack + len(plan.carried)) + ins.store_fast(LOOP_RESULT))
 
     def unpack(names: tuple[str, ...]) -> None:
-        gen.extend(ins.load_fast(LOOP_RESULT) + [Instr("UNPACK_SEQUENCE", 1 + len(names)),
-                                                 Instr("POP_TOP")])
+        gen.extend(ins.load_fast(LOOP_RESULT) + ins.unpack_sequence(1 + len(names)) + ins.pop_top())
         for name in names:
             gen.extend(ins.store_fast(name))
 
     def status_is(value: int, otherwise: Label) -> None:
         gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(0) + ins.binary_subscr())
-        gen.extend(ins.load_const(value) + [Instr("COMPARE_OP", Compare.EQ),
-                                            Instr("POP_JUMP_FORWARD_IF_FALSE", otherwise)])
+        gen.extend(ins.if_not_equal(value, otherwise))
 
     status_is(loops.CONTINUE, other)
     unpack(plan.carried)
-    gen.extend([Instr("JUMP_BACKWARD", head)])
+    gen.extend(ins.jump_backward(head))
     gen.label(other)
     after_return = Label()
     status_is(loops.RETURN, after_return)
     gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(1) + ins.binary_subscr())
-    for _ in range(on_stack):
-        gen.extend([Instr("SWAP", 2), Instr("POP_TOP")])  # drop the iterator
+    gen.extend(ins.drop_below(on_stack))  # the iterator
     gen.extend(ins.return_value())
     gen.label(after_return)
     for k, (target, names) in enumerate(plan.exits):
         after = Label()
         status_is(loops.EXIT + k, after)
-        gen.extend([Instr("POP_TOP")] * on_stack)  # the iterator
+        gen.extend(ins.pop_top() * on_stack)  # the iterator
         unpack(names)
         _call_resume(gen, code, target, names)
         gen.label(after)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 __all__ = [
-    "cache_size_limit", "suppress_errors", "max_instructions",
-    "skip_dirs", "include_dirs", "skip_files", "include_files",
+    "cache_size_limit", "suppress_errors", "max_instructions", "max_trace_seconds",
+    "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
     "patch", "OPTIONS", "Option",
 ]
 
@@ -48,6 +48,21 @@ def _int_at_least(low: int) -> Callable[[Any], int]:
 
     check.accepted = f"an int >= {low}"  # type: ignore[attr-defined]
     return check
+
+
+def _positive_seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"expected a number of seconds > 0, got {value!r} ({type(value).__name__})")
+    if not value > 0 or value != value:
+        raise ValueError(f"expected a number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+_positive_seconds.accepted = "a number of seconds > 0"  # type: ignore[attr-defined]
+
+
+def _env_float(text: str) -> float:
+    return float(text.strip())
 
 
 def _bool(value: Any) -> bool:
@@ -171,6 +186,10 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("max_instructions", 100_000, _int_at_least(1),
            "Instructions the translator simulates per frame before giving up (unrolled loops "
            "count).", env="DYNAMO_MAX_INSTRUCTIONS", parse_env=_env_int),
+    Option("max_trace_seconds", 0.5, _positive_seconds,
+           "Seconds a frame may be traced (with what is inlined into it); past it, or past "
+           "max_instructions, a loop is not unrolled: it runs in Python, its body compiled as a "
+           "function.", env="DYNAMO_MAX_TRACE_SECONDS", parse_env=_env_float),
     Option("skip_dirs", _default_skip_dirs(), _dirs,
            "Code in these directories is never captured: npdynamo, fx, NumPy and the standard "
            "library by default."),
@@ -184,6 +203,9 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("include_files", ("<string>", "<stdin>", "<ipython*"), _patterns,
            "fnmatch patterns of code filenames always captured; win over skip_files and the "
            "directories (exec'd strings, the REPL, IPython cells)."),
+    Option("skip_modules", ("namedtuple_*",), _patterns,
+           "fnmatch patterns of module names (a frame's globals['__name__']) never captured; "
+           "checked first. Default: the methods collections.namedtuple generates from strings."),
 )}
 
 
@@ -205,6 +227,8 @@ def _from_environment(option: Option) -> Any:
 cache_size_limit: int
 suppress_errors: bool
 max_instructions: int
+max_trace_seconds: float
+skip_modules: tuple[str, ...]
 skip_dirs: tuple[str, ...]
 include_dirs: tuple[str, ...]
 skip_files: tuple[str, ...]

@@ -10,9 +10,9 @@ while the callback runs, so the compiler never traces itself.
 from __future__ import annotations
 
 import dis
+import fnmatch
 import functools
 import inspect
-import fnmatch
 import logging
 import os
 import threading
@@ -22,7 +22,6 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
-
 
 from . import _C, config
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
@@ -96,11 +95,15 @@ def _longest_match(path: str, dirs: tuple[str, ...]) -> int:
     return best
 
 
-def skip_reason(code: types.CodeType) -> str | None:
-    """Why `code` is never captured, or None to capture it. Reads the rules in `config`:
-    a filename matching `include_files` is captured, then one matching `skip_files` is skipped;
+def skip_reason(code: types.CodeType, f_globals: dict | None = None) -> str | None:
+    """Why `code` is never captured, or None to capture it. Reads the rules in `config`: a frame
+    of a module matching `skip_modules` (by its globals' ``__name__``) is skipped; then a
+    filename matching `include_files` is captured, then one matching `skip_files` is skipped;
     otherwise the most specific directory of `include_dirs` / `skip_dirs` containing the file
     decides (include on a tie; captured when neither contains it)."""
+    module = f_globals.get("__name__") if f_globals is not None else None
+    if isinstance(module, str) and any(fnmatch.fnmatchcase(module, p) for p in config.skip_modules):
+        return f"code of module {module} (dynamo.config.skip_modules)"
     filename = code.co_filename
     if any(fnmatch.fnmatchcase(filename, p) for p in config.include_files):
         return None
@@ -178,7 +181,7 @@ class ConvertFrame:
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         code = frame.f_code
-        reason = skip_reason(code)
+        reason = skip_reason(code, frame.f_globals)
         if reason is not None:
             skip_code(code)
             return None

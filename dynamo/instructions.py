@@ -13,23 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from bytecode import CellVar, FreeVar, Instr, Label
+from bytecode import CellVar, Compare, FreeVar, Instr, Label
 
 __all__ = [
-    "PREFIX_OPS",
-    "binary_subscr",
-    "build_tuple",
-    "call",
-    "copy_free_vars",
-    "jump_forward",
-    "load_closure",
-    "load_const",
-    "load_fast",
-    "make_closure",
-    "push_null",
-    "resume",
-    "return_value",
-    "store_fast",
+    "PREFIX_OPS", "forward_jump", "binary_subscr", "build_list", "build_map", "build_tuple", "call",
+    "call_sequence", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
+    "if_not_equal", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
+    "load_deref", "load_fast", "load_global", "make_closure", "make_function", "pop_top",
+    "push_null", "resume", "return_value", "store_attr", "store_deref", "store_fast",
+    "store_global", "store_subscr", "swap", "unpack_sequence",
 ]
 
 #: Instructions of a 3.11 code object's prologue that set up its frame (free variables copied
@@ -94,3 +86,104 @@ def copy_free_vars(n: int) -> list[Instr]:
 
 def resume() -> list[Instr]:
     return [Instr("RESUME", 0)]
+
+
+def load_deref(var: CellVar | FreeVar) -> list[Instr]:
+    return [Instr("LOAD_DEREF", var)]
+
+
+def store_deref(var: CellVar | FreeVar) -> list[Instr]:
+    return [Instr("STORE_DEREF", var)]
+
+
+def load_global(name: str) -> list[Instr]:
+    """The global (or builtin) `name`, without a NULL."""
+    return [Instr("LOAD_GLOBAL", (False, name))]
+
+
+def store_global(name: str) -> list[Instr]:
+    return [Instr("STORE_GLOBAL", name)]
+
+
+def load_attr(name: str) -> list[Instr]:
+    return [Instr("LOAD_ATTR", name)]
+
+
+def store_attr(name: str) -> list[Instr]:
+    return [Instr("STORE_ATTR", name)]
+
+
+def store_subscr() -> list[Instr]:
+    return [Instr("STORE_SUBSCR")]
+
+
+def build_list(n: int) -> list[Instr]:
+    return [Instr("BUILD_LIST", n)]
+
+
+def build_map(n: int) -> list[Instr]:
+    return [Instr("BUILD_MAP", n)]
+
+
+def make_function(code: Any, flags: int) -> list[Instr]:
+    """With what `flags` asks for on the stack (defaults 0x01, keyword defaults 0x02, annotations
+    0x04, a closure tuple 0x08, in that order): a function for `code`."""
+    return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", flags)]
+
+
+def call_sequence(nargs: int, kw_names: tuple[str, ...] = ()) -> list[Instr]:
+    """A call of the callable below `nargs` arguments, the last ``len(kw_names)`` by keyword."""
+    return ([Instr("KW_NAMES", kw_names)] if kw_names else []) + call(nargs)
+
+
+def get_iter() -> list[Instr]:
+    return [Instr("GET_ITER")]
+
+
+def for_iter(exhausted: Label) -> list[Instr]:
+    """Push the iterator's next item; when there is none, pop the iterator and jump."""
+    return [Instr("FOR_ITER", exhausted)]
+
+
+def jump_backward(target: Label) -> list[Instr]:
+    return [Instr("JUMP_BACKWARD", target)]
+
+
+def if_not_equal(value: Any, otherwise: Label) -> list[Instr]:
+    """Pop the top; jump forward to `otherwise` unless it equals `value`."""
+    return [Instr("LOAD_CONST", value), Instr("COMPARE_OP", Compare.EQ),
+            Instr("POP_JUMP_FORWARD_IF_FALSE", otherwise)]
+
+
+def unpack_sequence(n: int) -> list[Instr]:
+    return [Instr("UNPACK_SEQUENCE", n)]
+
+
+def copy(i: int) -> list[Instr]:
+    return [Instr("COPY", i)]
+
+
+def swap(i: int) -> list[Instr]:
+    return [Instr("SWAP", i)]
+
+
+def pop_top() -> list[Instr]:
+    return [Instr("POP_TOP")]
+
+
+def drop_below(n: int) -> list[Instr]:
+    """Remove the `n` values under the top of the stack (none of them NULL)."""
+    return (swap(2) + pop_top()) * n
+
+
+_FORWARD = {"JUMP_BACKWARD": "JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT": "JUMP_FORWARD",
+            "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
+            "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
+            "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
+            "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE"}
+
+
+def forward_jump(jump: Instr, target: Label) -> list[Instr]:
+    """The same jump as `jump` (same condition) to `target`, which lies after it (3.11 spells
+    the direction in the opcode)."""
+    return [Instr(_FORWARD.get(jump.name, jump.name), target)]

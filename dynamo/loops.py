@@ -42,12 +42,6 @@ __all__ = ["LoopPlan", "plan_loop", "ITEM"]
 ITEM = "___item"
 CONTINUE, RETURN, EXIT = 0, 1, 2
 
-#: The body's jumps to the header or out of the loop go to epilogues placed after the body.
-_FORWARD = {"JUMP_BACKWARD": "JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT": "JUMP_FORWARD",
-            "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
-            "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
-            "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
-            "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE"}
 
 
 @dataclass(frozen=True)
@@ -183,24 +177,23 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             target = back + 1
             copied = item.copy()
             if copied.has_jump() and info.target(i) == header:
-                copied = Instr(_FORWARD.get(item.name, item.name),
-                               epilogue(("continue", depth[i] + item.stack_effect(jump=True))),
-                               location=item.location)
-            body.append(copied)
+                kind = ("continue", depth[i] + item.stack_effect(jump=True))
+                body += ins.forward_jump(item, epilogue(kind))
+            else:
+                body.append(copied)
             kind = ("exit", target, depth[i] + item.stack_effect(jump=False))
-            body.append(Instr("JUMP_FORWARD", epilogue(kind), location=item.location))
+            body += ins.jump_forward(epilogue(kind))
             continue
         if first <= i <= back:
             if item.name == "RETURN_VALUE":
-                body.append(Instr("JUMP_FORWARD", epilogue(("return", depth[i] - 1))))
+                body += ins.jump_forward(epilogue(("return", depth[i] - 1)))
                 continue
             if item.has_jump():
                 target = info.target(i)
                 if target == header or not (header < target <= back):
                     d = depth[i] + item.stack_effect(jump=True)
                     kind = ("continue", d) if target == header else ("exit", target, d)
-                    name = _FORWARD.get(item.name, item.name)
-                    body.append(Instr(name, epilogue(kind), location=item.location))
+                    body += ins.forward_jump(item, epilogue(kind))
                     continue
         item = item.copy()
         if isinstance(item.arg, (CellVar, FreeVar)):
@@ -218,7 +211,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
         tail.append(label)
         if kind[0] == "return":
             extra = kind[1]
-            tail += ins.load_const(RETURN) + [Instr("SWAP", 2)] + ins.build_tuple(2)
+            tail += ins.load_const(RETURN) + ins.swap(2) + ins.build_tuple(2)
         else:
             names = carried if kind[0] == "continue" else exit_live[kind[1]]
             status = CONTINUE if kind[0] == "continue" else EXIT + exit_numbers[kind[1]]
@@ -227,8 +220,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             for name in names:
                 tail += ins.load_fast(name)
             tail += ins.build_tuple(1 + len(names))
-        for _ in range(extra):  # drop what the loop had on the stack (the iterator stand-in)
-            tail += [Instr("SWAP", 2), Instr("POP_TOP")]
+        tail += ins.drop_below(extra)  # what the loop had on the stack (the iterator stand-in)
         tail += ins.return_value()
     for instr in prologue + [t for t in tail if isinstance(t, Instr)]:
         instr.lineno = line

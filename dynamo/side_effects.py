@@ -20,7 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from bytecode import FreeVar, Instr
+from bytecode import FreeVar
+
+from . import instructions as ins
 
 if TYPE_CHECKING:
     from .codegen import Codegen
@@ -74,18 +76,17 @@ class SideEffects:
         for lst in self.lists.values():
             for item in lst.items:
                 gen.reconstruct(item)
-            gen.append(Instr("BUILD_LIST", len(lst.items)))
+            gen.extend(ins.build_list(len(lst.items)))
             stores.append(("list", lst))
         for store in reversed(stores):
             kind = store[0]
             if kind == "attr":
                 store[1].source.reconstruct(gen)
-                gen.append(Instr("STORE_ATTR", store[2]))
+                gen.extend(ins.store_attr(store[2]))
             elif kind == "global":
-                gen.append(Instr("STORE_GLOBAL", store[1]))
+                gen.extend(ins.store_global(store[1]))
             elif kind == "cell":
-                gen.append(Instr("STORE_DEREF", FreeVar(store[1])))
+                gen.extend(ins.store_deref(FreeVar(store[1])))
             else:  # the same list object gets the new items: lst[:] = [...]
                 store[1].source.reconstruct(gen)
-                gen.append(Instr("LOAD_CONST", slice(None)))
-                gen.append(Instr("STORE_SUBSCR"))
+                gen.extend(ins.load_const(slice(None)) + ins.store_subscr())

@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from bytecode import CellVar, FreeVar, Instr
+from bytecode import CellVar, FreeVar
+
+from . import instructions as ins
 
 if TYPE_CHECKING:
     from .codegen import Codegen
@@ -57,9 +59,9 @@ class LocalSource(Source):
 
     def reconstruct(self, codegen: "Codegen") -> None:
         if self.is_cell:
-            codegen.append(Instr("LOAD_DEREF", CellVar(self.local_name)))
+            codegen.extend(ins.load_deref(CellVar(self.local_name)))
         else:
-            codegen.append(Instr("LOAD_FAST", self.local_name))
+            codegen.extend(ins.load_fast(self.local_name))
 
     def name(self) -> str:
         return f"L[{self.local_name!r}]"
@@ -73,7 +75,7 @@ class GlobalSource(Source):
         return f"___globals[{self.global_name!r}]"
 
     def reconstruct(self, codegen: "Codegen") -> None:
-        codegen.append(Instr("LOAD_GLOBAL", (False, self.global_name)))
+        codegen.extend(ins.load_global(self.global_name))
 
     def name(self) -> str:
         return f"G[{self.global_name!r}]"
@@ -90,7 +92,7 @@ class ClosureSource(Source):
         return f"___closure[{self.index}].cell_contents"
 
     def reconstruct(self, codegen: "Codegen") -> None:
-        codegen.append(Instr("LOAD_DEREF", FreeVar(self.var_name)))
+        codegen.extend(ins.load_deref(FreeVar(self.var_name)))
 
     def name(self) -> str:
         return f"C[{self.var_name!r}]"
@@ -106,8 +108,7 @@ class GetItemSource(Source):
 
     def reconstruct(self, codegen: "Codegen") -> None:
         self.base.reconstruct(codegen)
-        codegen.append(Instr("LOAD_CONST", self.index))
-        codegen.append(Instr("BINARY_SUBSCR"))
+        codegen.extend(ins.load_const(self.index) + ins.binary_subscr())
 
     def name(self) -> str:
         return f"{self.base.name()}[{self.index!r}]"
@@ -123,7 +124,7 @@ class AttrSource(Source):
 
     def reconstruct(self, codegen: "Codegen") -> None:
         self.base.reconstruct(codegen)
-        codegen.append(Instr("LOAD_ATTR", self.attr))
+        codegen.extend(ins.load_attr(self.attr))
 
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"

@@ -23,6 +23,7 @@ from bytecode import CellVar, FreeVar, Instr, Label
 from bytecode.instr import BinaryOp, Compare
 
 from . import config
+from . import instructions as ins
 from .bytecode_analysis import code_info
 from .codegen import BreakExit, ReturnExit, argument_names, transform_code
 from .exc import Unsupported, UserCodeError
@@ -123,7 +124,7 @@ class InstructionTranslator:
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None
         self.steps = 0
-        self.deadline = time.perf_counter() + TRACE_SECONDS
+        self.deadline = time.perf_counter() + config.max_trace_seconds
         #: changes to objects from outside the frame, replayed after the graph (root only)
         self.side_effects = SideEffects()
 
@@ -164,7 +165,7 @@ class InstructionTranslator:
         if self.total_steps() > config.max_instructions:
             what = f"more than {config.max_instructions} instructions (dynamo.config.max_instructions)"
         elif time.perf_counter() > root.deadline:
-            what = f"more than {TRACE_SECONDS:g} s"
+            what = f"more than {config.max_trace_seconds:g} s (dynamo.config.max_trace_seconds)"
         else:
             return
         raise BudgetExceeded(f"tracing took {what}; a loop this long is not unrolled",
@@ -238,8 +239,7 @@ class InstructionTranslator:
             run: list[Instr] = []
             consumed = 0
         elif inst.name == "CALL":
-            kw = [Instr("KW_NAMES", self.kw_names)] if self.kw_names else []
-            run = kw + [Instr("PRECALL", inst.arg), Instr("CALL", inst.arg)]
+            run = ins.call_sequence(inst.arg, self.kw_names)
             consumed = inst.arg + 2
         else:
             run = [Instr(inst.name, inst.arg)]
@@ -717,10 +717,6 @@ _EMPTY_CELL = object()
 
 COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")
 
-#: Seconds a frame may be traced (with what is inlined into it) before a loop is left to Python.
-TRACE_SECONDS = 0.5
-
-
 class BudgetExceeded(Unsupported):
     """The trace ran past its instruction or time budget."""
 
@@ -887,11 +883,10 @@ class NestedFunctionVariable(VariableTracker):
                     raise Unsupported(f"cannot rebuild {self.describe()} (it closes over a "
                                       "variable of an inlined function)")
                 kind = FreeVar if cell.name in self.tx.root().code.co_freevars else CellVar
-                codegen.append(Instr("LOAD_CLOSURE", kind(cell.name)))
-            codegen.append(Instr("BUILD_TUPLE", len(self.cells)))
+                codegen.extend(ins.load_closure(kind(cell.name)))
+            codegen.extend(ins.build_tuple(len(self.cells)))
             flags |= 0x08
-        codegen.append(Instr("LOAD_CONST", self.code))
-        codegen.append(Instr("MAKE_FUNCTION", flags))
+        codegen.extend(ins.make_function(self.code, flags))
 
 
 def _dispatch_table(cls: type) -> dict[str, Callable]:

@@ -73,9 +73,9 @@ class VariableTracker:
         if self.is_python_constant():
             value = self.as_python_constant()
             if callable(value) or isinstance(value, (ModuleType, type)):
-                from bytecode import Instr
+                from .. import instructions as ins
 
-                codegen.append(Instr("LOAD_CONST", value))
+                codegen.extend(ins.load_const(value))
                 return
         raise Unsupported(f"cannot rebuild {self.describe()} in the compiled code")
 

@@ -14,10 +14,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from bytecode import Instr
-
 from fx import op_rules
 
+from .. import instructions as ins
 from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, run_user_op, user_error
@@ -294,7 +293,7 @@ class MethodVariable(VariableTracker):
     def reconstruct(self, codegen) -> None:
         # After a graph break the call runs in Python: ``x.item`` looked up on the real array.
         self.obj.reconstruct(codegen)
-        codegen.append(Instr("LOAD_ATTR", self.name))
+        codegen.extend(ins.load_attr(self.name))
 
 
 class BoundConstantMethodVariable(VariableTracker):
@@ -363,7 +362,7 @@ class UserFunctionVariable(VariableTracker):
             # ``obj.method``: the bound method, looked up again on the object (after a graph
             # break the call runs in Python and must receive the object as `self`).
             codegen.reconstruct(self.bound_self)
-            codegen.append(Instr("LOAD_ATTR", self.bound_name))
+            codegen.extend(ins.load_attr(self.bound_name))
             return
         super().reconstruct(codegen)
 

@@ -103,7 +103,7 @@ class ConstantVariable(VariableTracker):
         return super().var_getattr(tx, name)
 
     def reconstruct(self, codegen: "Codegen") -> None:
-        from bytecode import Instr
+        from .. import instructions as ins
 
         if self.source is not None:
             self.source.reconstruct(codegen)
@@ -113,4 +113,4 @@ class ConstantVariable(VariableTracker):
             # while tracing would carry one call's changes into the next.
             raise Unsupported(f"cannot rebuild {self.describe()} (a mutable object made while "
                               "tracing) in the compiled code")
-        codegen.append(Instr("LOAD_CONST", self.value))
+        codegen.extend(ins.load_const(self.value))

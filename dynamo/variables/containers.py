@@ -9,8 +9,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Any
 
-from bytecode import Instr
-
+from .. import instructions as ins
 from ..exc import Unsupported
 from .base import VariableTracker
 
@@ -22,7 +21,7 @@ __all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable"]
 
 class _Sequence(VariableTracker):
     kind: type = tuple
-    build_op = "BUILD_TUPLE"
+    build = staticmethod(ins.build_tuple)
 
     def __init__(self, items: list[VariableTracker], source=None) -> None:
         self.items = list(items)
@@ -56,17 +55,17 @@ class _Sequence(VariableTracker):
             return
         for item in self.items:
             codegen.reconstruct(item)
-        codegen.append(Instr(self.build_op, len(self.items)))
+        codegen.extend(self.build(len(self.items)))
 
 
 class TupleVariable(_Sequence):
     kind = tuple
-    build_op = "BUILD_TUPLE"
+    build = staticmethod(ins.build_tuple)
 
 
 class ListVariable(_Sequence):
     kind = list
-    build_op = "BUILD_LIST"
+    build = staticmethod(ins.build_list)
 
     #: set by the translator: where changes to a list from outside the frame are recorded
     effects = None
@@ -136,9 +135,9 @@ class DictVariable(VariableTracker):
             self.source.reconstruct(codegen)
             return
         for key, value in self.items.items():
-            codegen.append(Instr("LOAD_CONST", key))
+            codegen.extend(ins.load_const(key))
             codegen.reconstruct(value)
-        codegen.append(Instr("BUILD_MAP", len(self.items)))
+        codegen.extend(ins.build_map(len(self.items)))
 
 
 class IteratorVariable(VariableTracker):

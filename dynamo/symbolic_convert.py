@@ -951,9 +951,9 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> Com
             reason = f"{exc.reason} at {exc.location}" if exc.location else exc.reason
     if tx.break_exit is not None:
         if break_at[1] == "loop":
-            if not tx._has_operations():
-                raise failure  # nothing before the loop: the whole frame runs in Python
             _plan_loop(tx, tx.break_exit, reason)
+            if tx.break_exit.loop_plan is None and not tx._has_operations():
+                raise failure  # nothing to compile before the loop or in it: plain Python
         tx.break_exit.reason = reason
         return compile_subgraph(tx, tx.break_exit, started)
     return compile_subgraph(tx, ReturnExit(tx.return_value), started)

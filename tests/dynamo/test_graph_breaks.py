@@ -286,10 +286,12 @@ def loop_with_data_dependent_exit(x):
     return x
 
 
-def test_no_break_inside_a_loop_the_frame_runs_in_python(check):
-    check(loop_with_data_dependent_exit, np.arange(3.0), graphs=0)
+def test_a_loop_first_in_the_frame_still_gets_its_body_compiled(check):
+    # nothing to compute before the loop: the transformed code is just the loop driver; the
+    # body (x / 2 and the max) is the one graph, reused by every iteration
+    check(loop_with_data_dependent_exit, np.arange(3.0), graphs=1)
     out = dynamo.explain(loop_with_data_dependent_exit)(np.arange(3.0))
-    assert out.graph_break_count == 0 and "float()" in out.skipped_frames[0]
+    assert out.graph_count == 1 and "float()" in out.break_reasons[0]
 
 
 def try_after_ops(x):
@@ -639,3 +641,49 @@ def test_the_tracing_time_budget_is_a_setting():
         config.max_trace_seconds = 0
     with config.patch(max_trace_seconds=2.5):
         assert config.max_trace_seconds == 2.5
+
+
+def while_with_exits(x, n):
+    i = 0
+    acc = x * 0
+    while i < n:
+        i += 1
+        if i % 3 == 0:
+            continue
+        if float(acc.sum()) > 50:
+            break
+        acc = acc + x * i
+    else:
+        acc = acc - 1
+    return acc, i
+
+
+@pytest.mark.parametrize("n", [4, 20], ids=["else", "break"])
+def test_while_loop_continue_break_and_else(check, n):
+    check(while_with_exits, np.arange(3.0), n, graphs=None)
+
+
+def for_else(x):
+    acc = x * 0
+    for i in range(4):
+        dynamo.graph_break()
+        if i == 10:
+            break
+        acc = acc + i
+    else:
+        acc = acc * 100
+    return acc
+
+
+def returns_from_while_true(x):
+    k = 0
+    while True:
+        k += 1
+        y = x * k
+        if float(y.sum()) > 20:
+            return y, k
+
+
+@pytest.mark.parametrize("fn", [for_else, returns_from_while_true], ids=lambda f: f.__name__)
+def test_for_else_and_return_from_while_true(check, fn):
+    check(fn, np.arange(3.0), graphs=None)

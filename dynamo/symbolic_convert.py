@@ -562,6 +562,25 @@ class InstructionTranslator:
         keys = self.pop().as_python_constant()
         self.push(DictVariable(run_user_op(dict, zip(keys, self.popn(inst.arg)))))
 
+    def BUILD_SET(self, inst: Instr) -> None:
+        # A set of constants (its items are hashed and compared while tracing).
+        values = [v.as_python_constant() for v in self.popn(inst.arg)]
+        self.push(ConstantVariable(run_user_op(set, values)))
+
+    def SET_ADD(self, inst: Instr) -> None:
+        value = self.pop().as_python_constant()
+        target = self.stack[-inst.arg]
+        if not (isinstance(target, ConstantVariable) and type(target.value) is set):
+            raise Unsupported(f"adding to {target.describe()}")
+        run_user_op(target.value.add, value)
+
+    def SET_UPDATE(self, inst: Instr) -> None:
+        values = [v.as_python_constant() for v in self.pop().unpack(self)]
+        target = self.stack[-inst.arg]
+        if not (isinstance(target, ConstantVariable) and type(target.value) is set):
+            raise Unsupported(f"updating {target.describe()}")
+        run_user_op(target.value.update, values)
+
     def BUILD_SLICE(self, inst: Instr) -> None:
         parts = self.popn(inst.arg)
         if not all(p.is_python_constant() for p in parts):

@@ -17,10 +17,10 @@ import numpy as np
 from fx import op_rules
 
 from .. import instructions as ins
-from ..exc import Unsupported
+from ..exc import Unsupported, UserCodeError
 from .base import VariableTracker
 from .constant import ConstantVariable, run_user_op, user_error
-from .containers import DictVariable, ListVariable, TupleVariable, _Sequence
+from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable, _Sequence
 from .ndarray import NDArrayVariable
 
 __all__ = [
@@ -206,6 +206,42 @@ def _print(tx, args, kwargs):
     raise Unsupported("print() has a side effect that cannot be put in a graph")
 
 
+def _getattr(tx, args, kwargs):
+    if kwargs or len(args) not in (2, 3) or not args[1].is_python_constant():
+        raise Unsupported("getattr() with these arguments")
+    name = args[1].as_python_constant()
+    if not isinstance(name, str):
+        raise user_error(TypeError, "attribute name must be string")
+    try:
+        return args[0].var_getattr(tx, name)
+    except UserCodeError as exc:
+        if len(args) == 3 and exc.error is AttributeError:
+            return args[2]
+        raise
+
+
+def _hasattr(tx, args, kwargs):
+    try:
+        _getattr(tx, args, kwargs)
+    except UserCodeError as exc:
+        if exc.error is AttributeError:
+            return ConstantVariable(False)
+        raise
+    return ConstantVariable(True)
+
+
+def _dict(tx, args, kwargs):
+    if len(args) > 1:
+        raise user_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
+    items: dict = {}
+    if args:
+        if not isinstance(args[0], DictVariable):
+            raise Unsupported("dict() of a value that is not a dict")
+        items.update(args[0].items)
+    items.update(kwargs)
+    return DictVariable(items)
+
+
 #: Builtins with a tracing rule. Others, called on constants, run at trace time if pure.
 BUILTIN_RULES: dict[Callable, Callable] = {
     len: _len,
@@ -219,9 +255,15 @@ BUILTIN_RULES: dict[Callable, Callable] = {
     max: _min_max(max),
     print: _print,
     sum: _sum,
+    getattr: _getattr,
+    hasattr: _hasattr,
+    dict: _dict,
 }
 
 #: Builtins that are pure on constants (safe to call at trace time).
+#: builtins that consume an iterable argument whole (or until they know the answer)
+CONSUMERS = {any, all, sorted, sum, min, max, list, tuple, set, frozenset, dict, enumerate, zip}
+
 PURE_BUILTINS = {
     range, int, float, complex, bool, str, round, divmod, pow, sorted, reversed, any, all,
     hash, slice, repr, format, chr, ord, type,
@@ -243,6 +285,10 @@ class BuiltinVariable(VariableTracker):
         return type(self.fn)
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if self.fn in CONSUMERS and args and isinstance(args[0], IteratorVariable):
+            # any(x > 0 for x in xs): the generator's items are already traced; hand them over
+            # as a list (nothing observes how far the iterator was consumed).
+            args = [ListVariable(args[0].unpack(tx)), *args[1:]]
         rule = BUILTIN_RULES.get(self.fn)
         if rule is not None:
             return rule(tx, args, kwargs)
@@ -318,10 +364,28 @@ class ListMethodVariable(VariableTracker):
         self.name = name
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        if self.name == "append":
-            self.lst.append(args[0])
-        else:
-            self.lst.extend(args[0].unpack(tx))
+        lst, name = self.lst, self.name
+        if kwargs:
+            raise Unsupported(f"list.{name}() with keyword arguments")
+        if name in ("copy", "index", "count"):
+            if name == "copy":
+                return ListVariable(list(lst.items))
+            values = [v.as_python_constant() for v in lst.items]  # (Unsupported for arrays)
+            return ConstantVariable(run_user_op(getattr(values, name),
+                                                *[a.as_python_constant() for a in args]))
+        if name == "append":
+            lst.append(args[0])
+            return ConstantVariable(None)
+        if name == "extend":
+            lst.extend(args[0].unpack(tx))
+            return ConstantVariable(None)
+        lst.check_mutable()
+        if name == "insert":
+            run_user_op(lst.items.insert, args[0].as_python_constant(), args[1])
+            return ConstantVariable(None)
+        if name == "pop":
+            return run_user_op(lst.items.pop, *[a.as_python_constant() for a in args])
+        getattr(lst.items, name)()  # clear, reverse
         return ConstantVariable(None)
 
 
@@ -334,6 +398,31 @@ class DictMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         items = self.d.items
+        if self.name in ("update", "pop", "setdefault") and self.d.source is not None:
+            raise Unsupported(f"dict.{self.name}() on the dict {self.d.source.name()} from "
+                              "outside the frame")
+        if self.name == "update":
+            if len(args) > 1:
+                raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
+            for arg in args:
+                if not isinstance(arg, DictVariable):
+                    raise Unsupported("dict.update() from a value that is not a dict")
+                items.update(arg.items)
+            items.update(kwargs)
+            return ConstantVariable(None)
+        if self.name == "copy":
+            return DictVariable(dict(items))
+        if self.name in ("pop", "setdefault"):
+            key = args[0].as_python_constant()
+            if self.name == "setdefault":
+                if key not in items:
+                    items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
+                return items[key]
+            if key in items:
+                return items.pop(key)
+            if len(args) > 1:
+                return args[1]
+            raise user_error(KeyError, repr(key))
         if self.name == "get":
             key = args[0].as_python_constant()
             found = run_user_op(operator.contains, items, key)

@@ -79,7 +79,7 @@ class ConstantVariable(VariableTracker):
         return bool(self.value)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        if isinstance(self.value, (tuple, list, range, str)):
+        if isinstance(self.value, (tuple, list, range, str, bytes, frozenset, set)):
             return [ConstantVariable(v) for v in self.value]
         if isinstance(self.value, (bool, int, float, complex, type(None), slice, np.dtype)):
             raise user_error(TypeError, f"{type(self.value).__name__!r} object is not iterable")
@@ -91,9 +91,8 @@ class ConstantVariable(VariableTracker):
         return super().call_function(tx, args, kwargs)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if isinstance(self.value, (int, float, complex, np.dtype, slice, range, np.generic)) and (
-            not name.startswith("_")
-        ):
+        if isinstance(self.value, (int, float, complex, np.dtype, slice, range, np.generic, str,
+                                   bytes, tuple, frozenset, set)) and not name.startswith("_"):
             attr = run_user_op(getattr, self.value, name)
             if callable(attr):
                 from .callables import BoundConstantMethodVariable

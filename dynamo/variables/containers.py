@@ -87,11 +87,17 @@ class ListVariable(_Sequence):
         self.items.extend(items)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in ("append", "extend"):
+        if name in LIST_METHODS:
             from .callables import ListMethodVariable
 
             return ListMethodVariable(self, name)
         return super().var_getattr(tx, name)
+
+
+#: list methods the translator runs on a list's trackers (the mutating ones also on a list from
+#: outside the frame, whose new items are replayed after the graph)
+LIST_METHODS = ("append", "extend", "insert", "pop", "clear", "reverse", "copy", "index", "count")
+DICT_METHODS = ("get", "keys", "values", "items", "update", "pop", "setdefault", "copy")
 
 
 class DictVariable(VariableTracker):
@@ -124,7 +130,7 @@ class DictVariable(VariableTracker):
         return run_user_op(operator.getitem, self.items, index.as_python_constant())
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in ("get", "keys", "values", "items"):
+        if name in DICT_METHODS:
             from .callables import DictMethodVariable
 
             return DictMethodVariable(self, name)

@@ -1,0 +1,81 @@
+"""Python containers, builtins and string methods around NumPy code: traced into the graph
+(no break), with plain Python and NumPy as the oracle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def builtins_mix(xs):
+    total = sum(x.sum() for x in xs)
+    m = max(len(xs), 2)
+    z = list(zip(xs, range(len(xs))))
+    s = sorted([3, 1, 2])
+    r = list(reversed(s))
+    a = any(x.ndim == 2 for x in xs)
+    b = all(isinstance(x, np.ndarray) for x in xs)
+    return total, m, len(z), s, r, a, b, getattr(xs[0], "shape"), hasattr(xs[0], "T"), \
+        getattr(xs[0], "missing", 7), hasattr(xs[0], "missing")
+
+
+def test_builtins_over_containers_and_generators(check):
+    x = np.arange(1.0, 5.0)
+    check(builtins_mix, [x, x[None]], graphs=1)
+
+
+def list_methods(x):
+    out = []
+    out.append(x + 1)
+    out.extend([x * 2, x * 3])
+    out.insert(0, x)
+    last = out.pop()
+    out.reverse()
+    copied = out.copy()
+    copied.clear()
+    return out, last, copied, [1, 2, 2].count(2), [4, 5].index(5)
+
+
+def test_list_methods(check):
+    check(list_methods, np.arange(3.0), graphs=1)
+
+
+def dict_methods(x, cfg):
+    d = {"a": x}
+    d.update(b=x * 2)
+    d.setdefault("c", x * 3)
+    first = d.pop("a")
+    d2 = dict(d, e=1)
+    keys = [k for k, v in d.items()]
+    return first + d.get("b") * cfg.get("scale", 2.0), keys, sorted(d2), d.get("zz", None)
+
+
+def test_dict_methods(check):
+    check(dict_methods, np.arange(3.0), {"scale": 3.0}, graphs=1)
+
+
+def sets_and_strings(x):
+    s = {1, 2, 3}
+    t = {k * 2 for k in range(3)}
+    names = sorted(s | t)
+    key = "layer".upper().replace("L", "l")
+    parts = "a,b,c".split(",")
+    return x * len(names), key, "-".join(parts), f"{key}:{x.shape}:{x.ndim:03d}", key.startswith("l")
+
+
+def test_sets_and_string_methods_on_constants(check):
+    check(sets_and_strings, np.arange(3.0), graphs=1)
+
+
+def test_errors_of_container_methods_are_the_users(check):
+    def pops_missing(x):
+        d = {"a": x}
+        return d.pop("b")
+
+    def bad_index(x):
+        out = [x]
+        out.pop(3)
+        return out
+
+    check(pops_missing, np.arange(3.0), graphs=None)  # KeyError: 'b'
+    check(bad_index, np.arange(3.0), graphs=None)  # IndexError: pop index out of range

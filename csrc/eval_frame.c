@@ -1,7 +1,8 @@
 /*
  * eval_frame.c -- the PEP 523 hook and the `dynamo._C` module.
  *
- * In:  every Python frame CPython evaluates while at least one thread has a callback set.
+ * In:  every Python frame CPython evaluates while at least one capture scope (thread or asyncio
+ *      task) with a callback is entered.
  * Out: the frame runs unchanged (CPython's default evaluator), or a cached transformed code
  *      object runs in its place, or the Python callback (dynamo.convert_frame) is asked to
  *      compile it.  Contract: docs/internals.md section 1.  C does mechanism; Python does policy.
@@ -26,11 +27,17 @@
  *    guarantees this; we check the cheap parts when an entry is added.
  *
  *  - Re-entrancy.  Guards, the callback and the transformed code are Python and may do
- *    anything: call hooked functions, reset caches, drop the last reference to entries.  The
- *    thread's callback is switched to None (without changing the installed-hook count) while
- *    guards and the callback run, so the compiler never traces itself; it is restored on every
- *    path.  The hook never keeps a pointer to a cache entry across a call into Python without
- *    checking the cache's version counter afterwards.
+ *    anything: call hooked functions, reset caches, drop the last reference to entries.  While
+ *    guards and the callback run, the hook steps aside for this thread (tls_suspended), so the
+ *    compiler never compiles itself; capture scopes the callback leaves open are undone.  The
+ *    hook never keeps a pointer to a cache entry across a call into Python without checking the
+ *    cache's version counter afterwards.
+ *
+ *  - Never change the program (issue 8).  Frames run plainly while a tracer or profiler is set
+ *    (they must see the original code), near the recursion limit (a compiled call would need more
+ *    frames) and, with the hook removed, near the end of the C stack (deep mode).  Exceptions
+ *    leaving a shadow frame lose the traceback entries of hidden code (graph, backend runners).
+ *    KeyboardInterrupt/SystemExit raised in a guard propagate.  Scopes are entered and left in C.
  */
 #include "cache.h"
 #include "frame_view.h"

@@ -21,8 +21,18 @@ from typing import Callable
 
 import numpy as np
 
-from .loop_ir import (Const, Kernel, Load, Op, PointwiseKernel, Reduction, ReductionKernel,
-                      RowRef, Value, walk)
+from .loop_ir import (
+    Const,
+    Kernel,
+    Load,
+    Op,
+    PointwiseKernel,
+    Reduction,
+    ReductionKernel,
+    RowRef,
+    Value,
+    walk,
+)
 
 __all__ = ["OPS", "ctype", "kernel_source", "module_source", "cdef_for", "FLOAT_MATH"]
 

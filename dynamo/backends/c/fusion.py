@@ -32,8 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from .loop_ir import (Kernel, Load, Operand, PointwiseKernel, Reduction, ReductionKernel,
-                      RowRef, Value)
+from .loop_ir import (
+    Kernel,
+    Load,
+    Operand,
+    PointwiseKernel,
+    Reduction,
+    ReductionKernel,
+    RowRef,
+    Value,
+)
 from .lowering import Lowered, lower
 
 __all__ = ["FusionPlan", "plan_fusion", "is_mutating"]

@@ -176,6 +176,10 @@ class _CaptureContext(_C.Capture):
             raise TypeError(f"expected a function to wrap, got {type(fn).__name__}")
         if inspect.isclass(fn):
             raise TypeError("npdynamo wraps functions, not classes; wrap the method or function instead")
+        if getattr(self.callback, "fullgraph", False):
+            from .convert_frame import check_fullgraph_target
+
+            check_fullgraph_target(fn)  # a generator could never keep the promise
         # A C callable (no extra Python frame per call) that binds like a function.
         wrapper = functools.update_wrapper(self.wrap(fn), fn)
         wrapper._dynamo_orig_fn = fn
@@ -203,21 +207,8 @@ def compile(fn: Callable | None = None, *, backend: str | Backend = "eager", ful
     if dynamic not in (None, False):
         raise NotImplementedError("dynamic=True: dynamic shapes are not implemented yet; "
                                   "use dynamic=None (every new shape compiles a new version)")
-    from .convert_frame import check_fullgraph_target
-
     context = optimize(backend, fullgraph=fullgraph)
-    if fn is None:
-        if not fullgraph:
-            return context
-
-        def decorate(fn: Callable) -> Callable:  # @dynamo.compile(fullgraph=True)
-            check_fullgraph_target(fn)
-            return context(fn)
-
-        return decorate
-    if fullgraph:
-        check_fullgraph_target(fn)
-    return context(fn)
+    return context if fn is None else context(fn)
 
 
 def disable(fn: Callable | None = None) -> Any:

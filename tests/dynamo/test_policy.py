@@ -322,6 +322,8 @@ def test_fullgraph_refuses_generators_and_coroutines_at_wrap_time(fn, kind):
 
     with pytest.raises(dynamo.FullGraphError, match=kind):
         dynamo.compile(functools.partial(fn, 1.0), fullgraph=True)
+    with pytest.raises(dynamo.FullGraphError, match=kind):
+        dynamo.optimize("eager", fullgraph=True)(fn)
     dynamo.compile(fn)  # without fullgraph: wrapped, runs uncompiled as documented
 
 

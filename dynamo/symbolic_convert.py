@@ -927,6 +927,10 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDA
             _graph_values(item, found)
     elif isinstance(vt, MethodVariable):  # ``x.item`` waiting to be called after a break
         _graph_values(vt.obj, found)
+    elif isinstance(vt, NestedFunctionVariable):  # its defaults are rebuilt with it
+        for part in (vt.defaults, vt.kwdefaults):
+            if part is not None:
+                _graph_values(part, found)
     return found
 
 

@@ -262,3 +262,17 @@ def method_call_around_a_break(obj, x):
 
 def test_a_method_waiting_on_the_stack_at_a_break_keeps_its_object(check):
     check(method_call_around_a_break, Scaler(), np.arange(3.0), graphs=2)
+
+
+def default_from_the_graph(x):
+    y = np.cos(x)
+
+    def shifted(v, by=y):
+        return v + by
+
+    dynamo.graph_break()
+    return shifted(x)
+
+
+def test_a_function_whose_default_is_a_graph_value_survives_a_break(check):
+    check(default_from_the_graph, np.arange(3.0), graphs=2)

@@ -174,7 +174,8 @@ def inline_call(tx: "InstructionTranslator", spec: FunctionSpec, args: list["Var
             value = DictVariable({})
         else:
             value = spec.defaults[name]()
-        local_values[name] = value
+        # (inspect calls a comprehension's implicit ".0" argument "implicit0")
+        local_values[".0" if name == "implicit0" and ".0" in spec.code.co_varnames else name] = value
     inner = InliningTranslator(tx, spec.code, local_values, cells, free=spec.free,
                                load_global=spec.load_global)
     inner.run()

@@ -745,6 +745,7 @@ BREAKABLE = frozenset({
     "CALL", "CALL_FUNCTION_EX", "BINARY_OP", "BINARY_SUBSCR", "STORE_SUBSCR", "COMPARE_OP",
     "CONTAINS_OP", "UNARY_NOT", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "FORMAT_VALUE",
     "BUILD_STRING", "LOAD_ATTR", "STORE_ATTR", "STORE_GLOBAL", "GET_ITER", "UNPACK_SEQUENCE",
+    "IMPORT_NAME",
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
     "POP_JUMP_BACKWARD_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
 })
@@ -772,6 +773,10 @@ class ComprehensionVariable(VariableTracker):
 
     def describe(self) -> str:
         return f"{self.code.co_name} at {self.code.co_filename}:{self.code.co_firstlineno}"
+
+    def reconstruct(self, codegen) -> None:
+        # After a graph break (e.g. a print inside it) the comprehension runs as its own frame.
+        _rebuild_function(codegen, self.code, self.cells, 0)
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if kwargs or len(args) != self.code.co_argcount:
@@ -896,16 +901,22 @@ class NestedFunctionVariable(VariableTracker):
             if part is not None:
                 codegen.reconstruct(part)
                 flags |= bit
-        if self.cells:
-            for cell in self.cells:
-                if not isinstance(cell, CellVariable) or cell.tx is not self.tx.root():
-                    raise Unsupported(f"cannot rebuild {self.describe()} (it closes over a "
-                                      "variable of an inlined function)")
-                kind = FreeVar if cell.name in self.tx.root().code.co_freevars else CellVar
-                codegen.extend(ins.load_closure(kind(cell.name)))
-            codegen.extend(ins.build_tuple(len(self.cells)))
-            flags |= 0x08
-        codegen.extend(ins.make_function(self.code, flags))
+        _rebuild_function(codegen, self.code, self.cells, flags)
+
+
+def _rebuild_function(codegen, code: types.CodeType, cells: list, flags: int) -> None:
+    """MAKE_FUNCTION for `code` (with what `flags` says is already on the stack) closing over
+    the frame's own `cells`."""
+    if cells:
+        for cell in cells:
+            if not isinstance(cell, CellVariable) or cell.tx is not cell.tx.root():
+                raise Unsupported(f"cannot rebuild {code.co_qualname} (it closes over a variable "
+                                  "of an inlined function)")
+            kind = FreeVar if cell.name in cell.tx.code.co_freevars else CellVar
+            codegen.extend(ins.load_closure(kind(cell.name)))
+        codegen.extend(ins.build_tuple(len(cells)))
+        flags |= 0x08
+    codegen.extend(ins.make_function(code, flags))
 
 
 def _dispatch_table(cls: type) -> dict[str, Callable]:
@@ -927,6 +938,9 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDA
             _graph_values(item, found)
     elif isinstance(vt, MethodVariable):  # ``x.item`` waiting to be called after a break
         _graph_values(vt.obj, found)
+    elif isinstance(vt, IteratorVariable):  # the items it has not produced yet
+        for item in vt.items[vt.index:]:
+            _graph_values(item, found)
     elif isinstance(vt, NestedFunctionVariable):  # its defaults are rebuilt with it
         for part in (vt.defaults, vt.kwdefaults):
             if part is not None:

@@ -357,11 +357,19 @@ class BoundConstantMethodVariable(VariableTracker):
             raise Unsupported(f"{self.describe()} called with traced values")
         return _constant_call(getattr(self.value, self.name), args, kwargs)
 
+    def reconstruct(self, codegen) -> None:
+        ConstantVariable(self.value).reconstruct(codegen)  # (refuses mutable values)
+        codegen.extend(ins.load_attr(self.name))
+
 
 class ListMethodVariable(VariableTracker):
     def __init__(self, lst: ListVariable, name: str) -> None:
         self.lst = lst
         self.name = name
+
+    def reconstruct(self, codegen) -> None:
+        codegen.reconstruct(self.lst)  # the same list object as everywhere else in the frame
+        codegen.extend(ins.load_attr(self.name))
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         lst, name = self.lst, self.name
@@ -395,6 +403,10 @@ class DictMethodVariable(VariableTracker):
     def __init__(self, d: DictVariable, name: str) -> None:
         self.d = d
         self.name = name
+
+    def reconstruct(self, codegen) -> None:
+        codegen.reconstruct(self.d)
+        codegen.extend(ins.load_attr(self.name))
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         items = self.d.items
@@ -527,6 +539,17 @@ class UserObjectVariable(VariableTracker):
             fn_source = AttrSource(AttrSource(self.source, "__class__"), name)
             fn = VariableBuilder(tx, fn_source)(static)
             method = UserFunctionVariable(static, source=fn.source, bound_self=self)
+            method.bound_name = name
+            return method
+        if not in_instance and isinstance(static, (staticmethod, classmethod)) and \
+                inspect.isfunction(static.__func__):
+            # The function inside, read (and guarded) through the class: ``cls.__dict__[name]``
+            # is the descriptor, ``cls.name`` what it gives.
+            fn_source = AttrSource(AttrSource(self.source, "__class__"), name)
+            if isinstance(static, staticmethod):
+                return VariableBuilder(tx, fn_source)(static.__func__)
+            method = UserFunctionVariable(static.__func__, bound_self=VariableBuilder(
+                tx, AttrSource(self.source, "__class__"))(cls))
             method.bound_name = name
             return method
         descriptor_types = (type(cls.__dict__.get("__dict__")), type(getattr(cls, "__weakref__", None)))

@@ -161,6 +161,13 @@ class IteratorVariable(VariableTracker):
         self.index = len(self.items)
         return rest
 
+    def reconstruct(self, codegen: "Codegen") -> None:
+        # An iterator over the items not consumed yet (the translator made it from a sequence it
+        # knows; no one else holds it, e.g. the one a comprehension is about to consume).
+        for item in self.items[self.index:]:
+            codegen.reconstruct(item)
+        codegen.extend(ins.build_tuple(len(self.items) - self.index) + ins.get_iter())
+
     def next(self) -> VariableTracker | None:
         if self.index >= len(self.items):
             return None

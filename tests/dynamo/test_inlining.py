@@ -276,3 +276,47 @@ def default_from_the_graph(x):
 
 def test_a_function_whose_default_is_a_graph_value_survives_a_break(check):
     check(default_from_the_graph, np.arange(3.0), graphs=2)
+
+
+class Shapes:
+    @staticmethod
+    def clip(v):
+        return np.clip(v, 0, 1)
+
+    @classmethod
+    def twice(cls, v):
+        return v * 2
+
+    def __eq__(self, other):
+        return type(other) is Shapes
+
+
+def static_and_class_methods(x, obj):
+    return obj.clip(x) + obj.twice(x) + Shapes.twice(x)
+
+
+def test_static_and_class_methods_are_inlined(check):
+    check(static_and_class_methods, np.linspace(-1, 2, 4), Shapes(), graphs=1)
+
+
+def comprehension_that_prints(x):
+    ys = [print(end="") or v * 2 for v in (x, x + 1)]
+    return ys[0] + ys[1]
+
+
+def test_a_comprehension_that_breaks_runs_as_its_own_frame(check):
+    check(comprehension_that_prints, np.arange(3.0), graphs=None)
+    out = dynamo.explain(comprehension_that_prints)(np.arange(3.0))
+    assert out.graph_count >= 2 and not any(f.startswith("comprehension_that_prints:")
+                                            for f in out.skipped_frames)
+
+
+def imports_inside(x):
+    y = np.sin(x)
+    import math
+
+    return y * math.pi
+
+
+def test_an_import_inside_a_function_breaks_there(check):
+    check(imports_inside, np.arange(3.0), graphs=2)

@@ -292,7 +292,7 @@ class Shapes:
 
 
 def static_and_class_methods(x, obj):
-    return obj.clip(x) + obj.twice(x) + Shapes.twice(x)
+    return obj.clip(x) + obj.twice(x)
 
 
 def test_static_and_class_methods_are_inlined(check):

@@ -172,7 +172,9 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             body.append(start)
         if item.name in ins.PREFIX_OPS:
             continue
-        if i == back and not item.is_uncond_jump():
+        if i not in depth:
+            pass  # not reachable within one iteration (dead in the body): copied as it is
+        elif i == back and not item.is_uncond_jump():
             # A while loop's test falls through out of the loop: that is an exit too.
             target = back + 1
             copied = item.copy()
@@ -184,7 +186,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             kind = ("exit", target, depth[i] + item.stack_effect(jump=False))
             body += ins.jump_forward(epilogue(kind))
             continue
-        if first <= i <= back:
+        elif first <= i <= back:
             if item.name == "RETURN_VALUE":
                 body += ins.jump_forward(epilogue(("return", depth[i] - 1)))
                 continue

@@ -687,3 +687,30 @@ def returns_from_while_true(x):
 @pytest.mark.parametrize("fn", [for_else, returns_from_while_true], ids=lambda f: f.__name__)
 def test_for_else_and_return_from_while_true(check, fn):
     check(fn, np.arange(3.0), graphs=None)
+
+
+def nested_loop_in_a_resume(x, y, n):
+    # (found by the control-flow fuzzer: the while loop's body function is planned inside a resume
+    # function, where part of the loop region is not reachable within one iteration)
+    g1 = lambda t: np.sin(t) * 0.0 + y  # noqa: E731
+    if float(x.min()) > -1.0:
+        y *= 0.0
+        c2 = 0
+        while (float((x + n).min()) > 0.0) and c2 < 2:
+            c2 += 1
+            if np.mean((x + c2)) < 3.0:
+                continue
+            y[c2 % 3] = np.mean(np.maximum(x, x))
+        dynamo.graph_break()
+        if n > 0:
+            np.add(y, sum([np.abs(t) for t in (g1(y), y)]), out=y)
+    x *= -0.25
+    return (x, y) if n > 4 else (y, x)
+
+
+def test_a_loop_planned_inside_a_resume_function(check):
+    from dynamo import config
+
+    with config.patch(max_instructions=400):
+        check(nested_loop_in_a_resume, np.array([0.74, 0.15, 0.98], dtype=np.float32),
+              np.array([np.nan, -1.03, -0.89]), 3, graphs=None)

@@ -25,6 +25,7 @@ __all__ = ["CodeInfo", "code_info"]
 _READS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST"})
 _WRITES = frozenset({"STORE_FAST", "DELETE_FAST"})
 _TERMINAL = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"})
+_SEES_ALL_LOCALS = frozenset({"locals", "vars", "eval", "exec", "dir"})
 
 
 @dataclass
@@ -104,6 +105,13 @@ class CodeInfo:
                 and self.instructions[header - 1].name == "GET_ITER"):
             return header - 1
         return header
+
+    @property
+    def sees_all_locals(self) -> bool:
+        """Whether the code can read its locals by name (``locals()``, ``vars()``, ``eval``,
+        ``exec``, ``dir()``): splitting it would show it other locals."""
+        return any(inst.name == "LOAD_GLOBAL" and inst.arg[1] in _SEES_ALL_LOCALS
+                   for inst in self.instructions)
 
     def live_locals(self, index: int) -> frozenset[str]:
         """Locals that may be read, before being written, by execution starting at `index`."""

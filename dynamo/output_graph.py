@@ -182,6 +182,8 @@ class OutputGraph:
         if compiled is gm.forward:
             # Shown in the transformed bytecode as LOAD_CONST <function graph_f_0 ...>.
             compiled.__qualname__ = compiled.__name__ = gm_name
+        else:
+            compiled = _not_traced(compiled)
         t1 = time.perf_counter()
         for placeholder in self.graph.find_nodes(op="placeholder"):
             if placeholder.meta.get("guard_layout"):
@@ -199,6 +201,18 @@ class OutputGraph:
             compile_seconds=t1 - started,
             backend_seconds=t1 - t0,
         )
+
+
+def _not_traced(fn: Callable) -> Callable:
+    """A backend's callable written in user code would be captured like user code when the
+    transformed code calls it: run it with capture off (as TorchDynamo does)."""
+    from .convert_frame import skip_reason
+    from .eval_frame import disable
+
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
+    if code is None or skip_reason(code, getattr(fn, "__globals__", None)) is not None:
+        return fn  # C code, npdynamo's own backends, NumPy: nothing to trace
+    return disable(fn)
 
 
 def _describe_target(op: str, target: Any) -> str:

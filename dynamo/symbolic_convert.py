@@ -969,8 +969,8 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> Com
             tx.run()
             break
         except Unsupported as exc:
-            if not allow_breaks or break_at is not None:
-                raise
+            if not allow_breaks or break_at is not None or tx.info.sees_all_locals:
+                raise  # (a frame that reads its locals by name would see a resume function's)
             entry = tx.info.loop_entry(tx.index)
             if entry is not None:
                 # Inside a loop: a break there would nest one resume function per iteration,

@@ -59,7 +59,9 @@ class NumpyFunctionVariable(VariableTracker):
         self.source = source
 
     def describe(self) -> str:
-        return f"numpy.{getattr(self.fn, '__name__', self.fn)}"
+        from fx.codegen_names import numpy_path
+
+        return numpy_path(self.fn) or f"numpy.{getattr(self.fn, '__name__', self.fn)}"
 
     def as_python_constant(self) -> Any:
         return self.fn  # e.g. ``dtype=np.float32``
@@ -531,7 +533,11 @@ class UserObjectVariable(VariableTracker):
         missing = object()
         static = inspect.getattr_static(self.value, name, missing)
         if static is missing:
-            raise Unsupported(f"{self.describe()} has no attribute {name!r} (or it comes from __getattr__)")
+            if getattr(cls, "__getattr__", None) is None:  # (the type is guarded)
+                raise user_error(AttributeError,
+                                 f"{cls.__name__!r} object has no attribute {name!r}")
+            raise Unsupported(f"{self.describe()} has no attribute {name!r} (it may come from "
+                              "__getattr__)")
         in_instance = name in getattr(self.value, "__dict__", {})
         if not in_instance and inspect.isfunction(static):
             # A method: the class's function (guarded by identity through the object's class),

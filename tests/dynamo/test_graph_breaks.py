@@ -714,3 +714,30 @@ def test_a_loop_planned_inside_a_resume_function(check):
     with config.patch(max_instructions=400):
         check(nested_loop_in_a_resume, np.array([0.74, 0.15, 0.98], dtype=np.float32),
               np.array([np.nan, -1.03, -0.89]), 3, graphs=None)
+
+
+def formats_its_locals(x, name="loss"):
+    value = float(x.sum())
+    return "{name}: {value:.3f}".format(**locals())
+
+
+def test_a_frame_that_reads_its_locals_by_name_is_not_split(check):
+    # a resume function would show locals() only the live locals: the frame runs whole in Python
+    check(formats_its_locals, np.arange(3.0), graphs=0)
+
+
+def test_a_backends_own_callable_is_not_traced():
+    seen = []
+
+    def my_backend(gm, example_inputs):
+        def run(*args):
+            seen.append(run)
+            return gm.forward(*args)
+        return run
+
+    def f(x):
+        return np.sin(x) * 2
+
+    out = dynamo.explain(f, backend=my_backend)(np.arange(3.0))
+    assert out.graph_count == 1 and seen
+    assert _C.get_cache_entries(seen[0].__code__) == []

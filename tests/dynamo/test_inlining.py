@@ -320,3 +320,20 @@ def imports_inside(x):
 
 def test_an_import_inside_a_function_breaks_there(check):
     check(imports_inside, np.arange(3.0), graphs=2)
+
+
+class Plain:
+    bias = 0.5
+
+    def __eq__(self, other):
+        return type(other) is Plain
+
+
+def probes_attributes(x, obj):
+    if hasattr(obj, "forward"):
+        return obj.forward(x)
+    return x + getattr(obj, "scale", 1.0) + getattr(obj, "bias")
+
+
+def test_hasattr_and_getattr_with_a_default_on_a_missing_attribute(check):
+    check(probes_attributes, np.arange(3.0), Plain(), graphs=1)

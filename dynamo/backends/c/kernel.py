@@ -151,6 +151,55 @@ def output_order(shape: tuple[int, ...], strides: list[list[int]]) -> list[int]:
     return perm[::-1]
 
 
+#: Reductions whose float result depends on the order of the additions/multiplications.
+ORDERED_REDUCTIONS = frozenset(("sum", "mean", "prod"))
+#: Longest kept inner run for which a float sum that NumPy accumulates row after row (its inner
+#: loop runs along a kept dim: ``x.sum(axis=0)`` of a C array) still runs as a kernel.
+SEQUENTIAL_MAX = 4
+
+
+def reduce_iteration(shape: tuple[int, ...], strides: list[int],
+                     axes: set[int]) -> list[tuple[list[int], bool]]:
+    """How NumPy's ``add.reduce`` walks an input of ``shape``/``strides`` (elements) over
+    ``axes``: the iterator's coalesced dims, outermost first, as (original dims, reduced).
+
+    The reduction's nditer drops size-1 dims, orders the axes by the input's strides alone
+    (`output_order`: the result is allocated afterwards, contiguous in that order, and negative
+    strides are not flipped), then merges neighbours that are contiguous for the input and for
+    the result (two reduced dims, or two kept dims, never one of each). Per result element the
+    additions follow the reduced dims in that order; when the innermost dim is reduced, each
+    run along it is summed pairwise (``*out += pairwise_sum(run)``), otherwise every element is
+    added in turn (the inner loop runs over a kept dim: ``out[j] += x[i, j]``).
+    """
+    perm = [d for d in output_order(shape, [strides]) if shape[d] != 1]
+    out_stride: dict[int, int] = {}
+    size = 1
+    for d in reversed(perm):
+        if d not in axes:
+            out_stride[d] = size
+            size *= shape[d]
+    dims: list[tuple[list[int], bool]] = []
+    last = (0, 0)  # (input stride, result stride) of the innermost dim of dims[-1]
+    for d in perm:
+        n, s, o, r = shape[d], strides[d], out_stride.get(d, 0), d in axes
+        if dims and dims[-1][1] == r and last == (s * n, o * n):
+            dims[-1][0].append(d)
+        else:
+            dims.append(([d], r))
+        last = (s, o)
+    return dims
+
+
+def _contiguous_strides(shape: tuple[int, ...], perm: list[int]) -> list[int]:
+    """Element strides of a fresh array of ``shape`` laid out in axis order ``perm``."""
+    st = [0] * len(shape)
+    size = 1
+    for d in reversed(perm):
+        st[d] = size if shape[d] != 1 else 0
+        size *= shape[d]
+    return st
+
+
 def _finish(out: np.ndarray, meta: Any) -> Any:
     # A NumPy ufunc on 0-d inputs (or a full reduction) returns a NumPy scalar, not a 0-d array.
     if getattr(meta, "is_scalar", False):
@@ -331,6 +380,64 @@ class ReductionRunner(_Runner):
         self.out_operands: list[tuple[list[int], bool]] = [(sorted(o), False) for o in red_ops]
         self.out_operands += [(sorted({x.operand for x in walk([v]) if isinstance(x, Load)}),
                                True) for v in k.outputs]
+        # Per order-sensitive float reduction (sum/mean/prod), what NumPy's reduce iterates:
+        # ("load", j, cast) an input directly (its own strides decide) or ("temp", operands,
+        # rowrefs, cast) a fresh temporary eager code computes first (laid out in order 'K'
+        # over what it reads); ``cast``: the reduce converts each element (np.mean of
+        # integers), so NumPy copies the input through its buffer (np.getbufsize() elements)
+        # and sums each buffer pairwise: the kernel matches only when one buffer holds it all.
+        self.order_src: list[Any] = []
+        for r in k.reductions:
+            if r.op not in ORDERED_REDUCTIONS or r.acc_dtype.kind != "f":
+                self.order_src.append(False)
+            elif isinstance(r.value, Load):
+                self.order_src.append(("load", r.value.operand, r.value.dtype != r.acc_dtype))
+            else:
+                vals = walk([r.value])
+                self.order_src.append(("temp", sorted({v.operand for v in vals
+                                                       if isinstance(v, Load)}),
+                                       sorted({v.index for v in vals if isinstance(v, RowRef)}),
+                                       r.value.dtype != r.acc_dtype))
+        self.has_arg = any(r.op in ("argmax", "argmin") for r in k.reductions)
+
+    def _numpy_order(self, shape: tuple[int, ...],
+                     strides: list[list[int]]) -> Any:
+        """The reduced dims NumPy's reduce walks for this kernel's order-sensitive reductions:
+        (groups of dims outermost first, whether the innermost group is a pairwise run); None
+        when there is no such reduction, False when they disagree or one cannot be matched."""
+        spec: Any = None
+        red = set(self.red)
+        for src in self.order_src:
+            if src is False:
+                continue
+            if src[-1] and prod(shape) > np.getbufsize():
+                return False
+            if src[0] == "load":
+                vst = strides[src[1]]
+            else:
+                votes = [strides[j] for j in src[1]]
+                # An earlier reduction's result, as eager code has it: C order over the kept
+                # dims (other layouts were declined above), broadcast along the reduced ones.
+                kept_c = _contiguous_strides(shape, self.kept)
+                votes += [[0 if d in red else kept_c[d] for d in range(len(shape))]
+                          for _ in src[2]]
+                vst = _contiguous_strides(shape, output_order(shape, votes))
+            it = reduce_iteration(shape, vst, red)
+            if len(it) >= 2 and it[-1][1] and it[-2][1]:
+                # Two reduced dims innermost that do not merge (x[::-1].sum()): NumPy buffers
+                # the input to sum them as one pairwise run, which the kernel cannot walk.
+                return False
+            if it and not it[-1][1] and prod(shape[d] for d in it[-1][0]) > SEQUENTIAL_MAX:
+                # NumPy adds row after row, vectorised along the kept dim; the row kernel
+                # would walk one column at a time, an element per step (40x slower on
+                # (1000, 1000).sum(axis=0)): only narrow kept runs stay kernels.
+                return False
+            key = (tuple(tuple(g) for g, r in it if r), bool(it) and it[-1][1])
+            if spec is None:
+                spec = key
+            elif spec != key:
+                return False
+        return spec
 
     def _plan(self, arrays: list[np.ndarray]) -> Any:
         shape = self.kernel.shape
@@ -347,7 +454,32 @@ class ReductionRunner(_Runner):
             if perm != sorted(perm):
                 return False
         kshape, kstr = coalesce([shape[d] for d in kept], [[s[d] for d in kept] for s in strides])
-        rshape, rstr = coalesce([shape[d] for d in red], [[s[d] for d in red] for s in strides])
+        spec = self._numpy_order(shape, strides)  # type: ignore[arg-type]
+        if spec is False:
+            return False
+        if spec is None:  # max/min/any/all/integer sums: the order does not change the result
+            rshape, rstr = coalesce([shape[d] for d in red], [[s[d] for d in red] for s in strides])
+        else:
+            # Walk the reduced dims in NumPy's order: the outer ones one element or run at a
+            # time (the row loop), the innermost pairwise group as the kernel's inner run, or,
+            # when NumPy's inner loop runs over a kept dim, a size-1 inner run (each element
+            # added in turn, as NumPy does).
+            groups, pairwise = spec
+            order = [d for g in groups for d in g]
+            if (self.kernel.outputs or self.has_arg) and order != sorted(order):
+                return False  # epilogue rows and arg positions are in C order
+            outer = [d for g in (groups[:-1] if pairwise else groups) for d in g]
+            rshape, rstr = coalesce([shape[d] for d in outer],
+                                    [[s[d] for d in outer] for s in strides])
+            if pairwise:
+                run = list(groups[-1])
+                ish, ist = coalesce([shape[d] for d in run], [[s[d] for d in run] for s in strides])
+                if len(ish) != 1:  # some operand cannot walk NumPy's run as one stride
+                    return False
+            else:
+                ish, ist = [1], [[0] for _ in strides]
+            rshape = rshape + ish
+            rstr = [a + b for a, b in zip(rstr, ist)]
         if not kshape:
             kshape, kstr = [1], [[0] for _ in strides]
         if not rshape:

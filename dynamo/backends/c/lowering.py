@@ -161,7 +161,7 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
 
     def build(get: Callable[[Any], Value]) -> Value:
         vals = tuple(_arg_value(a, dt, get) for a, dt in zip(args, in_dts))
-        if op_name in ("powi", "sqrt"):
+        if op_name in ("powi", "sqrt", "reciprocal"):
             vals = vals[:1]
         return Op(op_name, vals, out_dt, in_dts[0], param)
 
@@ -169,18 +169,22 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
 
 
 def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
-    # Small constant integer exponents become multiplies (exact for 2, within an ULP or two
-    # of libm pow for 3 and 4); integer powers must be non-negative constants (NumPy raises
-    # for negative ones and the loop below would not).
-    # NumPy's float power loop computes sqrt when the exponent is a broadcast (stride-0) 0.5
-    # (so (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 is nan, unlike C's pow): constant exponents
-    # are decided here, array exponents stay NumPy calls.
+    # Float exponents do what NumPy's power does (`x ** k` and `np.power` agree bit for bit):
+    # 2 is a square, -1 a reciprocal and 0.5 a sqrt (so (-0.0) ** 0.5 is -0.0 and
+    # (-inf) ** 0.5 is nan, unlike C's pow); 0 and 1 are exact (1 and x); every other exponent,
+    # 3 and 4 included, is a pow() call (repeated multiplies would round at each step: 26% of
+    # x ** 3 would differ from NumPy instead of pow's few ULP-level differences, see
+    # docs/c_backend.md). Integer powers are exact by repeated squaring; their exponents must
+    # be non-negative constants (NumPy raises for negative ones and the loop would not).
+    # Array exponents stay NumPy calls.
     if _is_node(exponent):
         raise _Refuse("power with an array exponent")
     e = exponent.item() if isinstance(exponent, np.generic) else exponent
     if dt.kind == "f":
-        if float(e) in (0.0, 1.0, 2.0, 3.0, 4.0):
+        if float(e) in (0.0, 1.0, 2.0):
             return "powi", int(e)
+        if float(e) == -1.0:
+            return "reciprocal", None
         if float(e) == 0.5:
             return "sqrt", None
         return "power", None

@@ -32,7 +32,7 @@ from . import loops
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
-from .resume import STACK_PREFIX, mark_plain_loop, resume_code
+from .resume import mark_plain_loop, resume_code
 from .side_effects import SideEffects
 from .variables.base import NullVariable, VariableTracker
 from .variables.containers import DictVariable, ListVariable
@@ -41,6 +41,11 @@ __all__ = ["Codegen", "FrameExit", "ReturnExit", "BreakExit", "transform_code", 
 
 GRAPH_OUT = "___graph_out"
 LOOP_BODY = "___loop_body"
+#: Where the transformed code keeps the value stack at a break until it calls the resume function.
+#: Not the resume functions' own ``___stack0``..., which the frame being compiled may itself be
+#: receiving: a value still to be read from one must not be overwritten first.
+STACK_TEMP = "___saved_stack"
+OPERAND_TEMP = "___saved_operand"
 LOOP_RESULT = "___loop_result"
 
 
@@ -175,7 +180,7 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     for i, vt in enumerate(deep):
         if not isinstance(vt, NullVariable):
             gen.reconstruct(vt)
-            saved.append(("fast", f"{STACK_PREFIX}{i}"))
+            saved.append(("fast", f"{STACK_TEMP}{i}"))
     passed: set[str] = set()
     for _, _, live in exit.continuations:
         passed.update(live)
@@ -187,10 +192,17 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
         if name in exit.locals:
             gen.reconstruct(exit.locals[name])
             saved.append(("cell", name))
+    # The instruction's own operands too: one of them may be read from a local that a store
+    # below rebinds (``y = x; x = x + 1; print(y)``).
+    for j, vt in enumerate(top):
+        if not isinstance(vt, NullVariable):
+            gen.reconstruct(vt)
+            saved.append(("fast", f"{OPERAND_TEMP}{j}"))
     for how, name in reversed(saved):
         gen.extend(ins.store_fast(name) if how == "fast" else ins.store_deref(CellVar(name)))
-    for vt in top:
-        gen.reconstruct(vt)
+    for j, vt in enumerate(top):
+        gen.extend(ins.push_null() if isinstance(vt, NullVariable)
+                   else ins.load_fast(f"{OPERAND_TEMP}{j}"))
     if exit.side_effects:  # after every value above is loaded: they see the frame as it was
         exit.side_effects.codegen(gen)
     if exit.loop_plan is not None:
@@ -220,7 +232,7 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     if exit.plain_loop is not None:
         mark_plain_loop(resume.code, exit.plain_loop)
     for j in reversed(range(pushed)):
-        gen.extend(ins.store_fast(f"{STACK_PREFIX}{len(deep) + j}"))
+        gen.extend(ins.store_fast(f"{STACK_TEMP}{len(deep) + j}"))
     gen.extend(ins.push_null())
     for name in code.co_cellvars:
         gen.extend(ins.load_closure(CellVar(name)))
@@ -230,7 +242,7 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     nargs = 0
     for i, null in enumerate(stack_nulls):
         if not null:
-            gen.extend(ins.load_fast(f"{STACK_PREFIX}{i}"))
+            gen.extend(ins.load_fast(f"{STACK_TEMP}{i}"))
             nargs += 1
     for name in live:
         gen.extend(ins.load_fast(name))

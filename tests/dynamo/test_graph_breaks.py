@@ -741,3 +741,32 @@ def test_a_backends_own_callable_is_not_traced():
     out = dynamo.explain(f, backend=my_backend)(np.arange(3.0))
     assert out.graph_count == 1 and seen
     assert _C.get_cache_entries(seen[0].__code__) == []
+
+
+def prints_the_old_value(x):
+    y = x
+    x = x + 1  # rebinds the local y's value was read from
+    print(y)
+    return x
+
+
+def test_an_operand_read_from_a_rebound_local_keeps_its_value(check, capsys):
+    check(prints_the_old_value, np.arange(3.0), graphs=1)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["[0. 1. 2.]"] * 3
+
+
+class Opaque:
+    def __getattribute__(self, name):  # reading an attribute is not traced: a break
+        return object.__getattribute__(self, name)
+
+
+def nested_breaks(a, box):
+    s = box[0].x
+    return "%r[%s]" % (a, s.__class__.__name__)
+
+
+def test_a_break_inside_a_resume_function_keeps_the_stack(check):
+    box = [Opaque()]
+    box[0].x = Opaque()
+    assert dynamo.compile(nested_breaks)(6, box) == nested_breaks(6, box) == "6[Opaque]"

@@ -44,7 +44,9 @@ def _is_numpy_callable(value: Any) -> bool:
         return True
     if isinstance(value, type) and issubclass(value, np.generic):
         return True
-    module = getattr(value, "__module__", None) or ""
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str):  # (anything may sit in __module__)
+        return False
     return callable(value) and (module == "numpy" or module.startswith("numpy."))
 
 

@@ -171,15 +171,15 @@ def _enumerate(tx, args, kwargs):
         args[1].as_python_constant() if len(args) > 1 else 0
     )
     items = args[0].unpack(tx)
-    return ListVariable([TupleVariable([ConstantVariable(run_user_op(operator.add, start, i)), v])
-                         for i, v in enumerate(items)])
+    return IteratorVariable([TupleVariable([ConstantVariable(run_user_op(operator.add, start, i)), v])
+                             for i, v in enumerate(items)], kind=enumerate)
 
 
 def _zip(tx, args, kwargs):
     if kwargs:
         raise Unsupported("zip() with keyword arguments")
     columns = [a.unpack(tx) for a in args]
-    return ListVariable([TupleVariable(list(row)) for row in zip(*columns)])
+    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)], kind=zip)
 
 
 def _min_max(fn):

@@ -149,12 +149,20 @@ class DictVariable(VariableTracker):
 class IteratorVariable(VariableTracker):
     """An iterator over known items (GET_ITER on a tuple, list, range or small array)."""
 
-    def __init__(self, items: list[VariableTracker]) -> None:
+    def __init__(self, items: list[VariableTracker], kind: type | None = None) -> None:
         self.items = items
         self.index = 0
+        #: the type Python would have made (``enumerate``, ``zip``); None: a plain iterator over
+        #: a sequence, which nothing outside the frame can tell from a tuple iterator
+        self.kind = kind
 
     def describe(self) -> str:
-        return "iterator"
+        return f"{self.kind.__name__} iterator" if self.kind else "iterator"
+
+    def python_type(self) -> type:
+        if self.kind is None:
+            return super().python_type()
+        return self.kind
 
     def unpack(self, tx) -> list[VariableTracker]:
         rest = self.items[self.index:]
@@ -164,6 +172,8 @@ class IteratorVariable(VariableTracker):
     def reconstruct(self, codegen: "Codegen") -> None:
         # An iterator over the items not consumed yet (the translator made it from a sequence it
         # knows; no one else holds it, e.g. the one a comprehension is about to consume).
+        if self.kind is not None:
+            raise Unsupported(f"cannot rebuild an {self.describe()} (its type would change)")
         for item in self.items[self.index:]:
             codegen.reconstruct(item)
         codegen.extend(ins.build_tuple(len(self.items) - self.index) + ins.get_iter())

@@ -10,8 +10,8 @@ of them would make NumPy warn, the runtime recomputes the step with NumPy (see `
 Semantics follow NumPy's loops, not C's: signed integer arithmetic goes through the unsigned type
 (wrap-around instead of undefined behaviour), float comparisons use the quiet ``isless`` family
 (no spurious 'invalid' flag on NaN), maximum/minimum propagate NaN like NumPy, and floating sums
-use NumPy's pairwise summation (8 accumulators over blocks of 128, halves combined), so results
-match NumPy bit for bit on contiguous data.
+use NumPy's pairwise summation (8 accumulators over blocks of 128, halves combined) over the
+rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit.
 """
 
 from __future__ import annotations

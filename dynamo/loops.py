@@ -35,7 +35,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import instructions as ins
 from .bytecode_analysis import code_info
-from .resume import continuation_code, mark_loop_body, origin_names
+from .resume import continuation_code, mark_loop_body, origin_names, place_label
 
 __all__ = ["LoopPlan", "plan_loop", "ITEM"]
 
@@ -169,7 +169,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
         i = index
         index += 1
         if i == first:
-            body.append(start)
+            place_label(body, start)
         if item.name in ins.PREFIX_OPS:
             continue
         if i not in depth:

@@ -28,7 +28,7 @@ import types
 import weakref
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
 from . import instructions as ins
@@ -129,7 +129,7 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     for item in original:
         if isinstance(item, Instr):
             if index == target:
-                body.append(target_label)
+                place_label(body, target_label)
                 target_lineno = item.lineno
             index += 1
             if item.name in ins.PREFIX_OPS:
@@ -156,6 +156,16 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
         code, original, prologue + body, stack_args + list(live_locals), closure_names,
         f"resume_in_{name}_at_{target_lineno}{suffix}", f"{qualname}.<resume at line {target_lineno}>")
     return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names)
+
+
+def place_label(body: list, label: Label) -> None:
+    """Append `label` for the instruction about to be appended, but before the
+    pseudo-instructions just appended for it (a TryBegin opening a try block there): jumping
+    past a TryBegin would leave its handler's stack depth unknown to the assembler."""
+    at = len(body)
+    while at and isinstance(body[at - 1], (TryBegin, TryEnd, Label)):
+        at -= 1
+    body.insert(at, label)
 
 
 def continuation_code(code: types.CodeType, original: Bytecode, instructions: list,

@@ -770,3 +770,23 @@ def test_a_break_inside_a_resume_function_keeps_the_stack(check):
     box = [Opaque()]
     box[0].x = Opaque()
     assert dynamo.compile(nested_breaks)(6, box) == nested_breaks(6, box) == "6[Opaque]"
+
+
+def helper_returns(t):
+    return t
+
+
+def ops_then_try(y):
+    a = y + 1
+    try:
+        ()[0]
+    except IndexError:
+        pass
+    return helper_returns(a)
+
+
+def test_a_resume_function_starting_in_a_try_block_keeps_its_handler(check):
+    # (found by the control-flow fuzzer: the handler's stack depth was lost, a wrong result on
+    # the first call and a crash on the second)
+    check(ops_then_try, np.ones(3), graphs=1)
+    check(ops_then_try, np.ones(3) * 2, graphs=0)

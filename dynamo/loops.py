@@ -128,6 +128,10 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
             if target == header:
                 if not set(carried) <= names or after != (1 if iterates else 0):
                     return None  # back at the header: carried locals bound, the iterator only
+            elif target not in region and target < header:
+                # back to code before the loop (a ``while`` loop's ``continue`` to its first
+                # test): treated as leaving, every iteration would nest one more frame
+                return None
             elif target not in region:
                 live = info.live_locals(target) - cells
                 if not live <= names:

@@ -790,3 +790,18 @@ def test_a_resume_function_starting_in_a_try_block_keeps_its_handler(check):
     # the first call and a crash on the second)
     check(ops_then_try, np.ones(3), graphs=1)
     check(ops_then_try, np.ones(3) * 2, graphs=0)
+
+
+def while_continue_with_a_break(x):
+    c = 0
+    while c < 5:
+        c += 1
+        dynamo.graph_break()
+        if x.sum() > 100:
+            continue
+    return x + 1
+
+
+def test_while_continue_to_the_first_test_does_not_nest_frames(check):
+    # (found by the control-flow fuzzer: each iteration compiled a nested loop body, a hang)
+    check(while_continue_with_a_break, np.ones(3), graphs=None)

@@ -75,11 +75,16 @@ def test_mean_of_empty_axis_is_left_to_numpy():
     assert plan is None and "empty" in why
 
 
-def test_power_strength_reduced_to_multiplies():
-    node, _ = node_for(lambda x: x ** 4, F8)
+@pytest.mark.parametrize("exponent, dtype, name, param", [
+    (4, "f8", "power", None), (3, "f4", "power", None), (2, "f8", "powi", 2),
+    (-1, "f8", "reciprocal", None), (0.5, "f4", "sqrt", None), (4, "i8", "powi", 4)])
+def test_power_lowering_follows_numpy(exponent, dtype, name, param):
+    # NumPy squares for 2, takes reciprocal/sqrt for -1/0.5 and calls pow for other float
+    # exponents (3 and 4 included); integer powers are exact by repeated squaring.
+    node, _ = node_for(lambda x: x ** exponent, np.zeros(4, dtype))
     plan, _ = lower(node)
-    v = plan.build(lambda n: Op("load", (), np.dtype("f8")))
-    assert v.name == "powi" and v.param == 4
+    v = plan.build(lambda n: Op("load", (), np.dtype(dtype)))
+    assert (v.name, v.param) == (name, param)
 
 
 def source_of(fn, *inputs):

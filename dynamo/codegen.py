@@ -46,6 +46,7 @@ LOOP_BODY = "___loop_body"
 #: receiving: a value still to be read from one must not be overwritten first.
 STACK_TEMP = "___saved_stack"
 OPERAND_TEMP = "___saved_operand"
+EFFECT_TEMP = "___saved_effect"
 LOOP_RESULT = "___loop_result"
 
 
@@ -192,19 +193,23 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
         if name in exit.locals:
             gen.reconstruct(exit.locals[name])
             saved.append(("cell", name))
-    # The instruction's own operands too: one of them may be read from a local that a store
-    # below rebinds (``y = x; x = x + 1; print(y)``).
+    # The instruction's own operands and the replayed side effects' values too: one of them may
+    # be read from a local that a store below rebinds (``y = x; x = x + 1; print(y)``).
     for j, vt in enumerate(top):
         if not isinstance(vt, NullVariable):
             gen.reconstruct(vt)
             saved.append(("fast", f"{OPERAND_TEMP}{j}"))
+    effects = exit.side_effects.load(gen) if exit.side_effects else 0
+    saved += [("fast", f"{EFFECT_TEMP}{k}") for k in range(effects)]
     for how, name in reversed(saved):
         gen.extend(ins.store_fast(name) if how == "fast" else ins.store_deref(CellVar(name)))
+    if effects:  # replayed before the instruction runs (it may read what they change)
+        for k in range(effects):
+            gen.extend(ins.load_fast(f"{EFFECT_TEMP}{k}"))
+        exit.side_effects.store(gen)
     for j, vt in enumerate(top):
         gen.extend(ins.push_null() if isinstance(vt, NullVariable)
                    else ins.load_fast(f"{OPERAND_TEMP}{j}"))
-    if exit.side_effects:  # after every value above is loaded: they see the frame as it was
-        exit.side_effects.codegen(gen)
     if exit.loop_plan is not None:
         _emit_loop_driver(gen, code, exit.loop_plan)
         return

@@ -63,21 +63,31 @@ class SideEffects:
 
     def codegen(self, gen: "Codegen") -> None:
         """Apply every recorded change (net stack effect: none)."""
-        stores: list[Any] = []
-        for obj, name, value in self.attrs.values():
+        self.load(gen)
+        self.store(gen)
+
+    def load(self, gen: "Codegen") -> int:
+        """Push the new value of everything that changed (lists: the new item list); returns how
+        many values were pushed. Loading them all before storing any keeps one store from
+        changing what another reads."""
+        for _, _, value in self.attrs.values():
             gen.reconstruct(value)
-            stores.append(("attr", obj, name))
-        for name, value in self.globals.items():
+        for value in self.globals.values():
             gen.reconstruct(value)
-            stores.append(("global", name))
-        for name, value in self.cells.items():
+        for value in self.cells.values():
             gen.reconstruct(value)
-            stores.append(("cell", name))
         for lst in self.lists.values():
             for item in lst.items:
                 gen.reconstruct(item)
             gen.extend(ins.build_list(len(lst.items)))
-            stores.append(("list", lst))
+        return len(self.attrs) + len(self.globals) + len(self.cells) + len(self.lists)
+
+    def store(self, gen: "Codegen") -> None:
+        """With what `load` pushed on the stack: make the changes."""
+        stores: list[Any] = [("attr", obj, name) for obj, name, _ in self.attrs.values()]
+        stores += [("global", name) for name in self.globals]
+        stores += [("cell", name) for name in self.cells]
+        stores += [("list", lst) for lst in self.lists.values()]
         for store in reversed(stores):
             kind = store[0]
             if kind == "attr":

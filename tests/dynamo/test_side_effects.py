@@ -135,3 +135,17 @@ def test_side_effects_with_the_c_backend(check):
             return c_backend(gm, example_inputs)
 
     check.run_check(CountingC(), updates_an_object, np.arange(3.0), State(), graphs=1)
+
+
+def appends_then_rebinds(x, y, lst):
+    for i in range(2):
+        lst.append(y)
+        y = x  # the appended value is y's old one
+        if y.max() > 2.0:  # a break in the loop body
+            pass
+    return lst
+
+
+def test_a_replayed_append_keeps_the_value_from_before_a_rebinding(check):
+    # (found by the control-flow fuzzer)
+    check(appends_then_rebinds, np.arange(3), np.ones(3), [], graphs=None)

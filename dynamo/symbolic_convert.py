@@ -705,6 +705,9 @@ class InstructionTranslator:
 
     def GET_ITER(self, inst: Instr) -> None:
         value = self.pop()
+        if isinstance(value, NDArrayVariable):
+            self.push(ArrayRowIterator(self, value))
+            return
         self.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(self)))
 
     def FOR_ITER(self, inst: Instr) -> None:
@@ -749,6 +752,35 @@ BREAKABLE = frozenset({
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
     "POP_JUMP_BACKWARD_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
 })
+
+
+class ArrayRowIterator(VariableTracker):
+    """``for row in x``: each row is read when its iteration starts (x[i] then), so a change to
+    x made by an earlier iteration is seen, as in Python (reading every row up front is not)."""
+
+    def __init__(self, tx: InstructionTranslator, array: NDArrayVariable) -> None:
+        if array.meta.is_scalar or array.meta.ndim == 0:
+            raise user_error(TypeError, "iteration over a 0-d array")
+        self.tx = tx
+        self.array = array
+        self.index = 0
+
+    def describe(self) -> str:
+        return "iterator over the rows of an array"
+
+    def next(self) -> VariableTracker | None:
+        if self.index >= self.array.meta.shape[0]:
+            return None
+        row = self.tx.output.call_function(self.tx, operator.getitem,
+                                           [self.array, ConstantVariable(self.index)], {})
+        self.index += 1
+        return row
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rows = []
+        while (row := self.next()) is not None:
+            rows.append(row)
+        return rows
 
 
 class CellVariable(VariableTracker):

@@ -805,3 +805,16 @@ def while_continue_with_a_break(x):
 def test_while_continue_to_the_first_test_does_not_nest_frames(check):
     # (found by the control-flow fuzzer: each iteration compiled a nested loop body, a hang)
     check(while_continue_with_a_break, np.ones(3), graphs=None)
+
+
+def rows_of_a_changing_array(x, y):
+    out = []
+    for r in y:
+        out.append(r * 1)
+        y += x  # the next row is read after this change, as in Python
+    return out
+
+
+def test_rows_are_read_when_their_iteration_starts(check):
+    # (found by the control-flow fuzzer)
+    check(rows_of_a_changing_array, np.arange(1.0, 4.0), np.zeros(3), graphs=1)

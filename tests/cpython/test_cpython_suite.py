@@ -1,0 +1,351 @@
+"""CPython's own regression tests must pass under global capture exactly as without it.
+
+In:  CPython's `test` package (installed with the interpreter) and run_cpython_tests.py.
+Out: one pytest test per (module, backend): the module runs once plainly (npdynamo not even
+     imported) and once inside ``with dynamo.optimize(backend):`` with the translator running on
+     the test code, each in its own subprocess (a crash fails that test, not the suite), and the
+     sets of passing / failing / erroring / skipped test ids must be equal.
+
+Differences that are expected or known open bugs are listed below with their reason. Entries
+marked OPEN are bugs in npdynamo: delete the entry when the fix lands (a listed difference that
+no longer happens fails the test, so the list cannot go stale). Known crashers are excluded
+from the comparison and checked by their own strict-xfail tests.
+
+Environment:
+  DYNAMO_CPYTHON_TESTS     unset/"ci": CI_MODULES; "all": CI_MODULES + EXTRA_MODULES and the
+                           tests of SLOW_UNDER_CAPTURE; "off": nothing; or a comma list.
+  DYNAMO_CPYTHON_BACKENDS  comma list of backends for the captured run (default "eager";
+                           "eager,c" adds the C backend, ~2 more minutes).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run_cpython_tests as runner
+
+# The modules named by issue 8, all of them: ~2 minutes for plain + eager on the 2-core CI
+# machine, most of it test_descr, test_exceptions and test_gc under capture (measure with
+# `run_cpython_tests.py --compare`; the JSON has each module's slowest tests).
+CI_MODULES = [
+    "test_code", "test_sys_settrace", "test_sys_setprofile", "test_descr", "test_gc",
+    "test_generators", "test_exceptions", "test_contextlib", "test_with", "test_scope",
+    "test_dis", "test_frame", "test_traceback", "test_raise", "test_funcattrs",
+    "test_coroutines",
+]
+# More of the language, for DYNAMO_CPYTHON_TESTS=all.
+EXTRA_MODULES = [
+    "test_class", "test_property", "test_super", "test_decorators", "test_keywordonlyarg",
+    "test_unpack", "test_unpack_ex", "test_listcomps", "test_genexps", "test_setcomps",
+    "test_dictcomps", "test_grammar", "test_opcodes", "test_augassign", "test_contextlib_async",
+    "test_exception_group", "test_exception_hierarchy", "test_baseexception", "test_int",
+    "test_list", "test_dict", "test_set", "test_tuple", "test_string", "test_bool",
+    "test_compare", "test_richcmp", "test_iter", "test_enumerate", "test_types",
+    "test_inspect", "test_sys", "test_weakref", "test_copy", "test_functools",
+    "test_itertools", "test_operator", "test_math", "test_fstring", "test_named_expressions",
+    "test_patma", "test_positional_only_arg", "test_extcall", "test_call", "test_abc",
+    "test_dataclasses", "test_enum", "test_collections", "test_threading_local",
+]
+
+
+def _selected_modules() -> list[str]:
+    value = os.environ.get("DYNAMO_CPYTHON_TESTS", "ci").strip()
+    if value in ("", "ci"):
+        return CI_MODULES
+    if value == "all":
+        return CI_MODULES + EXTRA_MODULES
+    if value in ("off", "0", "none"):
+        return []
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+# "eager" alone fits the CI budget; the C backend adds ~2 minutes (same differences so far).
+BACKENDS = [b.strip() for b in os.environ.get("DYNAMO_CPYTHON_BACKENDS", "eager").split(",")
+            if b.strip()]
+
+
+@dataclass(frozen=True)
+class Known:
+    reason: str
+    open_bug: bool = True        # False: expected for good (documented CPython behaviour)
+    flaky: bool = False          # may or may not differ from run to run: never reported stale
+    backends: tuple[str, ...] = ("eager", "c")
+
+
+# Why tests differ. OPEN = a bug in npdynamo; the repro named is in test_capture_repros.py.
+
+QUICKENING = Known(
+    "CPython 3.11 does not specialise calls of Python functions while a PEP 523 frame hook is "
+    "installed (SPEC_FAIL_CALL_PEP_523), and a captured function runs transformed code, so "
+    "its own bytecode is not quickened. Issue 8 excepts test_dis's quickening checks.",
+    open_bug=False)
+GC_GARBAGE = Known(
+    "OPEN (fx/graph.py, dynamo/output_graph.py, convert_frame): translating a frame allocates "
+    "and leaves cyclic garbage, observable by gc.collect() counts, gc.get_count(), "
+    "gc.get_objects() and gc.callbacks; with graph breaks the compile happens in the middle "
+    "of the user's function. Repro: test_translation_leaves_no_garbage.")
+LIFETIME = Known(
+    "OPEN (guards/cache entries, resume functions): objects seen by the translator stay alive "
+    "(code objects in guards), and at a graph break the original frame keeps its locals while "
+    "the resume function runs, so `del x` / refcounts / weakref callbacks / finalizers happen "
+    "later than in plain Python. Repro: test_translation_keeps_nothing_alive.")
+LOCALS = Known(
+    "OPEN (dynamo/resume.py): locals() / frame.f_locals / dir() after a graph break show the "
+    "resume function's variables; setuptools' _distutils_hack (site-packages, captured) does "
+    "'...'.format(**locals()) in its meta-path finder, so the first import of a module under "
+    "capture raises KeyError: 'fullname'. Repro: test_locals_after_graph_break.")
+RESUME_VISIBLE = Known(
+    "OPEN (dynamo/resume.py, C hook): resume functions are visible frames: extra frames and "
+    "names resume_in_f_at_N in tracebacks, traceback.extract_stack(), f_back, coroutine "
+    "origins, trace events; their line tables differ (f_lineno). Repro: "
+    "test_resume_functions_are_invisible, test_missing_line_table_stays_missing.")
+IDENTITY = Known(
+    "OPEN (dynamo/resume.py): a function created in the captured frame is rebuilt as a new "
+    "object at a graph break (sys.setprofile(fn); sys.getprofile() is not fn). Repro: "
+    "test_function_identity_survives_graph_break.")
+SUPER = Known(
+    "OPEN (dynamo/resume.py): zero-argument super() after a graph break fails or binds the "
+    "wrong class; a graph break inside a resume function reorders the stack. Repro: "
+    "test_zero_argument_super_after_graph_break, test_nested_graph_break_keeps_stack_order.")
+STACK_VALUES = Known(
+    "OPEN (dynamo/resume.py): after some graph breaks the resume function receives a wrong "
+    "stack value (\"'str' object has no attribute 'co_firstlineno' / '__dict__'\"). Repro: "
+    "test_attribute_of_local_function_at_graph_break.")
+CELLS = Known(
+    "OPEN (dynamo/resume.py): a cell variable of the original frame is a free variable of the "
+    "resume function, so reading it once emptied raises NameError ('cannot access free "
+    "variable') instead of UnboundLocalError. Repro: "
+    "test_empty_cell_after_graph_break_is_unbound_local.")
+USER_GETATTRIBUTE = Known(
+    "OPEN (translator/guards): reading obj.__class__/__module__ runs the object's own "
+    "__getattribute__ (a side effect the user sees). Repro: "
+    "test_translation_runs_no_user_getattribute.")
+CO_EXTRA = Known(
+    "OPEN (co_extra design, csrc/cache.c): CPython calls every registered co_extra free "
+    "function for every slot of a dying code object, NULL ones too; npdynamo allocates "
+    "co_extra on every code object it sees, so test_code's free function is called (with "
+    "NULL) for them and LAST_FREED is overwritten between SetExtra and the check.")
+TRACEBACK_MODULE = Known(
+    "OPEN: test_traceback formats tracebacks and stacks of functions with graph breaks: "
+    "RESUME_VISIBLE (resume_in_* frames) and STACK_VALUES ('str' object has no attribute "
+    "'co_firstlineno') account for every difference seen.")
+ITERATORS = Known(
+    "OPEN (translator): enumerate()/reversed()/generators made in a captured frame escape as "
+    "a list or tuple_iterator. Repro: test_escaping_iterators_keep_their_type.")
+UNEXPLAINED = Known(
+    "OPEN, not reduced yet: a boolean expression in a resume function came out False where "
+    "plain Python has True (test_gc test_garbage_at_shutdown, `(a in s) or (b in s)` after "
+    "several graph breaks).")
+TRACE_EVENTS = Known(
+    "OPEN (dynamo/resume.py, C hook): test_sys_settrace's event tests compare the exact trace "
+    "events of functions with graph breaks: resume functions add call/line/return events "
+    "(RESUME_VISIBLE), TraceOpcodesTestCase also hits SUPER.")
+SIGINT = Known(
+    "OPEN, flaky (C hook / Ctrl-C safety): _testcapi.raise_SIGINT_then_send_None: the "
+    "KeyboardInterrupt was once lost under capture (the generator saw no exception); "
+    "suspected: npdynamo Python code (weakref callbacks, guards) runs where the pending "
+    "signal is delivered and swallowed.", flaky=True)
+
+
+def _ids(module: str, known: Known, *names: str) -> dict[str, Known]:
+    return {f"test.{module}.{name}": known for name in names}
+
+
+#: Test ids (or fnmatch patterns, if they contain "*") whose outcome may differ under capture.
+EXPECTED_DIFFERENCES: dict[str, Known] = {
+    # DisTests and DisWithFileTests: every test that disassembles quickened code.
+    **_ids("test_dis", QUICKENING, *(f"Dis*Tests.{name}" for name in (
+        "test_loop_quicken", "test_super_instructions", "test_binary_specialize",
+        "test_load_attr_specialize", "test_call_specialize", "test_extended_arg_quick",
+        "test_show_caches"))),
+    **_ids("test_generators", SIGINT, "SignalAndYieldFromTest.test_raise_and_yield_from"),
+    **_ids("test_code", CO_EXTRA, "CoExtra.test_free_called",
+            "CoExtra.test_free_different_thread"),
+    "test.test_sys_settrace.TraceOpcodesTestCase.*": TRACE_EVENTS,
+    "test.test_sys_settrace.SkipLineEventsTraceTestCase.*": TRACE_EVENTS,
+    "test.test_sys_settrace.TraceTestCase.*": TRACE_EVENTS,
+    **_ids("test_sys_settrace", RESUME_VISIBLE, "TestExtendedArgs.test_trace_lots_of_globals",
+            "TestExtendedArgs.test_trace_unpack_long_sequence"),
+    **_ids("test_sys_settrace", IDENTITY,
+            "SkipLineEventsTraceTestCase.test_set_and_retrieve_func",
+            "TraceOpcodesTestCase.test_set_and_retrieve_func",
+            "TraceTestCase.test_set_and_retrieve_func"),
+    **_ids("test_sys_settrace", SUPER, "TraceOpcodesTestCase.test_01_basic",
+            "TraceOpcodesTestCase.test_02_arigo0", "TraceOpcodesTestCase.test_02_arigo1",
+            "TraceOpcodesTestCase.test_02_arigo2", "TraceOpcodesTestCase.test_03_one_instr",
+            "TraceOpcodesTestCase.test_04_no_pop_blocks",
+            "TraceOpcodesTestCase.test_05_no_pop_tops", "TraceOpcodesTestCase.test_06_call"),
+    **_ids("test_sys_setprofile", IDENTITY, "TestGetProfile.test_setget"),
+    **_ids("test_descr", USER_GETATTRIBUTE, "ClassPropertiesAndMethods.test_module_subclasses"),
+    **_ids("test_descr", GC_GARBAGE, "ClassPropertiesAndMethods.test_slots"),
+    **_ids("test_descr", SUPER, "ClassPropertiesAndMethods.test_slots_special2",
+            "ClassPropertiesAndMethods.test_supers"),
+    **_ids("test_gc", GC_GARBAGE, "GCCallbackTests.test_collect_garbage",
+            "GCTests.test_bug1055820b", "GCTests.test_get_count",
+            "GCTests.test_get_objects_arguments",
+            "GCTests.test_resurrection_does_not_block_cleanup_of_other_objects",
+            "GCTests.test_saveall"),
+    **_ids("test_gc", UNEXPLAINED, "GCTests.test_garbage_at_shutdown"),
+    **_ids("test_gc", LIFETIME, "GCTogglingTests.test_bug1055820c"),
+    **_ids("test_generators", LIFETIME, "FinalizationTest.test_frame_resurrect",
+            "FinalizationTest.test_refcycle"),
+    **_ids("test_generators", RESUME_VISIBLE, "GeneratorStackTraceTest.test_send_with_yield_from",
+            "GeneratorStackTraceTest.test_throw_with_yield_from"),
+    **_ids("test_generators", ITERATORS, "GeneratorTest.test_name"),
+    **_ids("test_generators", CELLS, "__test__.conjoin"),
+    **_ids("test_exceptions", LIFETIME, "ExceptionTests.testExceptionCleanupState"),
+    **_ids("test_exceptions", RESUME_VISIBLE, "ExceptionTests.testSettingException",
+            "PEP626Tests.test_lineno_after_raise_in_with_exit",
+            "PEP626Tests.test_lineno_after_with", "PEP626Tests.test_missing_lineno_shows_as_none"),
+    **_ids("test_contextlib", RESUME_VISIBLE,
+            "ContextManagerTestCase.test_contextmanager_traceback"),
+    **_ids("test_dis", RESUME_VISIBLE, "InstructionTests.test_co_positions"),
+    **_ids("test_frame", LOCALS, "FrameAttrsTest.test_locals"),
+    **_ids("test_frame", RESUME_VISIBLE, "ReprTest.test_repr"),
+    "test.test_traceback.*": TRACEBACK_MODULE,
+    **_ids("test_funcattrs", CELLS, "FunctionPropertiesTest.test_set_cell"),
+    **_ids("test_funcattrs", IDENTITY, "StaticMethodAttrsTest.test_func_attribute"),
+    **_ids("test_coroutines", LIFETIME, "CoroutineTest.test_for_2"),
+    **_ids("test_coroutines", RESUME_VISIBLE, "CoroutineTest.test_stack_in_coroutine_throw",
+            "OriginTrackingTest.test_origin_tracking"),
+}
+
+#: (module, substring of test ids) that crash the interpreter under capture: excluded from the
+#: comparison (so the rest of the module is still compared) and run alone by
+#: test_known_crasher, a strict xfail that starts passing when the bug is fixed.
+KNOWN_CRASHERS: dict[tuple[str, str], Known] = {}
+
+#: Modules whose interpreter crashes at exit under capture (after the outcomes are written).
+#: The comparison runs them with --hard-exit; test_clean_exit checks the exit.
+EXIT_CRASHES: dict[str, Known] = {
+    "test_code": Known(
+        "OPEN (co_extra, csrc/cache.c): npdynamo stores state in co_extra of every code object "
+        "it sees, here test_code's co_extra free function `myfree`; CPython calls every "
+        "registered free function for every co_extra slot, so when `myfree`'s own code dies "
+        "at interpreter teardown it is called through its half-freed ctypes thunk. Repro: "
+        "test_co_extra_free_function_seen_by_npdynamo."),
+}
+
+#: (module, substring of test ids) too slow under capture for CI: excluded from both runs
+#: unless DYNAMO_CPYTHON_TESTS=all.
+SLOW_UNDER_CAPTURE: dict[tuple[str, str], Known] = {
+    ("test_descr", "test_load_attr_extended_arg"): Known(
+        "OPEN (performance, dynamo/resume.py): 280 attribute reads through __getattr__ are "
+        "280 graph breaks; compile time grows ~n^2.3 (35 breaks 0.8 s, 140 breaks 19 s): "
+        "~60 s for this one test."),
+}
+
+_plain_cache: dict[tuple[str, tuple[str, ...]], dict] = {}
+
+
+def _excluded(module: str) -> tuple[str, ...]:
+    out = [pattern for (mod, pattern) in KNOWN_CRASHERS if mod == module]
+    if os.environ.get("DYNAMO_CPYTHON_TESTS", "ci").strip() != "all":
+        out += [pattern for (mod, pattern) in SLOW_UNDER_CAPTURE if mod == module]
+    return tuple(out)
+
+
+def _plain(module: str) -> dict:
+    key = (module, _excluded(module))
+    if key not in _plain_cache:
+        _plain_cache[key] = runner.run_in_subprocess(module, "none", exclude=key[1])
+    return _plain_cache[key]
+
+
+def _matches(test_id: str, key: str) -> bool:
+    return fnmatch.fnmatchcase(test_id, key) if "*" in key else test_id == key
+
+
+def _format(diff: dict, captured: dict, plain: dict, backend: str) -> str:
+    lines = []
+    for test_id, (p, c) in diff.items():
+        lines.append(f"{test_id}: plain={p} {backend}={c}")
+        detail = captured.get("details", {}).get(test_id) or plain.get("details", {}).get(test_id)
+        if detail:
+            lines.append("    " + detail.strip()[-800:].replace("\n", "\n    "))
+    return "\n".join(lines)
+
+
+MODULES = _selected_modules()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("module", MODULES)
+def test_same_outcomes_under_capture(module: str, backend: str) -> None:
+    plain = _plain(module)
+    assert "crashed" not in plain, f"{module} crashed WITHOUT npdynamo: {plain['crashed']}"
+    captured = runner.run_in_subprocess(module, backend, exclude=_excluded(module),
+                                        hard_exit=module in EXIT_CRASHES)
+    assert "crashed" not in captured, f"{module} under capture ({backend}): {captured['crashed']}"
+
+    # The translator must really have run on the test code, or this test proves nothing.
+    translator = captured["translator"]
+    assert translator["seen_test_codes"] > 0, translator
+    assert sum(v for k, v in translator["kinds"].items() if k != "other") > 0, translator
+    print(f"\n{module} [{backend}]: {len(plain['outcomes'])} tests, plain {plain['wall']}s, "
+          f"captured {captured['wall']}s, translator {translator['kinds']}")
+
+    diff = runner.differences(plain, captured)
+    # "test.<module>" itself is the id of a module-level failure (e.g. setUpModule).
+    listed = {key: known for key, known in EXPECTED_DIFFERENCES.items()
+              if (key == f"test.{module}" or key.startswith(f"test.{module}."))
+              and backend in known.backends}
+    unexpected = {k: v for k, v in diff.items() if not any(_matches(k, key) for key in listed)}
+    assert not unexpected, (
+        f"{len(unexpected)} test(s) of {module} behave differently under capture "
+        f"({backend}):\n" + _format(unexpected, captured, plain, backend))
+
+    # Only open bugs can go stale: a quickening check differs only when its function's calls
+    # happened to run under the hook.
+    stale = [key for key, known in listed.items()
+             if known.open_bug and not known.flaky and not any(_matches(k, key) for k in diff)]
+    assert not stale, ("these listed differences no longer happen (fixed?): delete them from "
+                       f"EXPECTED_DIFFERENCES: {stale}")
+
+
+def _crasher_params():
+    for (module, pattern), known in KNOWN_CRASHERS.items():
+        if module in MODULES:
+            yield pytest.param(module, pattern, id=f"{module}-{pattern}",
+                               marks=pytest.mark.xfail(strict=True, reason=known.reason))
+
+
+@pytest.mark.parametrize("module,pattern", list(_crasher_params()))
+def test_known_crasher(module: str, pattern: str) -> None:
+    plain = runner.run_in_subprocess(module, "none", match=(pattern,),
+                                     hard_exit=module in EXIT_CRASHES)
+    assert plain.get("outcomes"), plain
+    captured = runner.run_in_subprocess(module, BACKENDS[0], match=(pattern,),
+                                        hard_exit=module in EXIT_CRASHES)
+    assert "crashed" not in captured, captured["crashed"]
+    assert not runner.differences(plain, captured)
+
+
+def _exit_params():
+    for module, known in EXIT_CRASHES.items():
+        if module in MODULES:
+            yield pytest.param(module, id=module,
+                               marks=pytest.mark.xfail(strict=True, reason=known.reason))
+
+
+@pytest.mark.parametrize("module", list(_exit_params()))
+def test_clean_exit(module: str) -> None:
+    captured = runner.run_in_subprocess(module, BACKENDS[0], exclude=_excluded(module))
+    assert "crashed" not in captured, captured["crashed"]
+
+
+def test_lists_name_known_modules() -> None:
+    """Every listed test id belongs to a module the suite knows, so a typo cannot hide."""
+    known = set(CI_MODULES + EXTRA_MODULES)
+    for test_id in EXPECTED_DIFFERENCES:
+        assert test_id.startswith("test.") and test_id.split(".")[1] in known, test_id
+    for module, _ in list(KNOWN_CRASHERS) + list(SLOW_UNDER_CAPTURE):
+        assert module in known, module
+    for module in EXIT_CRASHES:
+        assert module in known, module

@@ -1,16 +1,31 @@
 /*
- * cache.h -- per-code-object state stored in `co_extra`: the SKIP/RUN_ONLY flag, the cache of
+ * cache.h -- per-code-object state: the SKIP/RUN_ONLY flag, the hidden flag, the cache of
  * (check_fn, new_code) entries and hit/miss counters.
  *
  * In:  code objects (from the hook and from the module functions in eval_frame.c).
- * Out: an ExtraState per code object, created on demand and released only by the co_extra
- *      free function when the code object dies (`reset_code` empties it but keeps it).
+ * Out: an npd_extra per code object, created on demand and released only when the code object
+ *      dies (`reset_code` empties it but keeps it), so a pointer the hook got for the code of a
+ *      running frame stays valid while that frame runs.
+ *
+ * Where an npd_extra lives (issue 8): not in co_extra.  CPython 3.11 calls every registered
+ * co_extra free function for every slot of a dying code object that has a co_extra array at
+ * all, so giving a code object an array is visible to every other co_extra user: their free
+ * function is called (with NULL) for code they never annotated, and a free function that is
+ * itself Python code (a ctypes thunk, as in CPython's test_code) is called for code that dies
+ * after it during interpreter teardown, and crashes.  So every npd_extra lives in the *code
+ * table* (cache.c): a hash table keyed by the code object's address whose record holds a weak
+ * reference to the code with a C callback that removes the record and frees the npd_extra
+ * (entries included) when the code dies.  The callback runs before the dead code's memory is
+ * released, so a new code object at a dead one's address never finds the dead one's record.
+ * A lookup is one hash probe, no more than reading co_extra was.
  *
  * Entries form a singly linked list, most recently hit first.  Releasing an entry drops
  * Python references, which can run arbitrary code (weakref callbacks, __del__) that might
  * re-enter this module -- even reset the same code.  Every function that drops references
  * therefore detaches what it frees from the state first, and the hook never keeps a pointer to
- * an entry across a call into Python (it holds its own references instead).
+ * an entry across a call into Python (it holds its own references instead).  Code table
+ * operations run no Python code (the weak reference is made before the table is touched), so
+ * they are atomic under the GIL.
  */
 #ifndef NPDYNAMO_CACHE_H
 #define NPDYNAMO_CACHE_H
@@ -52,15 +67,18 @@ typedef struct {
     Py_ssize_t misses;
     unsigned long version; /* bumped whenever entries are freed: lets the hook notice that
                               Python code it called may have freed the entry it holds */
+    PyObject *ref;        /* our weak reference to the code (a strong reference to the weakref
+                             object); its callback frees this state when the code dies */
 } npd_extra;
 
-/* Request the co_extra index; call once at module init.  Returns -1 with an exception set. */
+/* Set up the code table; call once at module init.  Returns -1 with an exception set. */
 int npd_cache_init(void);
 
-/* The state of `code`, or NULL if it has none (never raises). */
+/* The state of `code`, or NULL if it has none (never raises, never runs Python code). */
 npd_extra *npd_extra_get(PyCodeObject *code);
 
-/* The state of `code`, created if missing.  NULL with an exception set on failure. */
+/* The state of `code`, created (in the code table) if missing.  NULL with an exception set on
+ * failure.  May run Python code (allocating the weak reference can start the cycle collector). */
 npd_extra *npd_extra_get_or_create(PyCodeObject *code);
 
 /* Prepend a new entry (strong references taken; `owner` by address).  -1 with MemoryError. */

@@ -531,6 +531,96 @@ static void strip_hidden_frames(void) {
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
+/* ===== Tail calls of resume functions =================================================== */
+
+/* At a graph break, transformed code ends with `return tail_call(*args, resume_fn)` instead
+ * of calling its resume function itself.  The TailCall goes back to `intercept`, which calls
+ * the resume function only after the shadow frame is gone: the resume function's frame then
+ * takes the place of the user's frame (its f_back is the user's caller, a traceback shows one
+ * frame for the function, the stack is as deep as in plain Python).  A TailCall never reaches
+ * user code: transformed code only ever runs as a shadow frame started by `intercept`. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *fn;
+    PyObject *args; /* tuple */
+} TailCall;
+
+static int tailcall_traverse(TailCall *self, visitproc visit, void *arg) {
+    Py_VISIT(self->fn);
+    Py_VISIT(self->args);
+    return 0;
+}
+
+static int tailcall_clear(TailCall *self) {
+    Py_CLEAR(self->fn);
+    Py_CLEAR(self->args);
+    return 0;
+}
+
+static void tailcall_dealloc(TailCall *self) {
+    PyObject_GC_UnTrack(self);
+    tailcall_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *tailcall_repr(TailCall *self) {
+    return PyUnicode_FromFormat("<npdynamo tail call of %R>", self->fn);
+}
+
+static PyTypeObject TailCallType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "dynamo._C.TailCall",
+    .tp_doc = PyDoc_STR("A resume function call that intercept() makes once the shadow frame "
+                        "has returned (internal)."),
+    .tp_basicsize = sizeof(TailCall),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)tailcall_traverse,
+    .tp_clear = (inquiry)tailcall_clear,
+    .tp_dealloc = (destructor)tailcall_dealloc,
+    .tp_repr = (reprfunc)tailcall_repr,
+};
+
+/* tail_call(*args, fn) -> TailCall for fn(*args) (emitted by dynamo/codegen.py at graph
+ * breaks: the function comes last because the arguments are already on the value stack when
+ * the transformed code knows which resume function to call). */
+static PyObject *tail_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "tail_call() needs the function to call");
+        return NULL;
+    }
+    PyObject *rest = PyTuple_New(nargs - 1);
+    if (rest == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs - 1; i++) {
+        PyTuple_SET_ITEM(rest, i, Py_NewRef(args[i]));
+    }
+    TailCall *self = PyObject_GC_New(TailCall, &TailCallType);
+    if (self == NULL) {
+        Py_DECREF(rest);
+        return NULL;
+    }
+    self->fn = Py_NewRef(args[nargs - 1]);
+    self->args = rest;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+/* Make the tail calls `result` asks for, one after another, until a real result (or an
+ * error) comes back.  Steals `result`. */
+static PyObject *finish_tail_calls(PyObject *result) {
+    while (result != NULL && Py_IS_TYPE(result, &TailCallType)) {
+        TailCall *call = (TailCall *)result;
+        PyObject *next = PyObject_Call(call->fn, call->args, NULL);
+        Py_DECREF(result);
+        result = next;
+        if (result == NULL) {
+            strip_hidden_frames();
+        }
+    }
+    return result;
+}
+
 /* A frame that passed the cheap filters: walk the cache, maybe compile, run the result. */
 static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
                            PyObject *callback) {
@@ -584,7 +674,7 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
     if (result == NULL) {
         strip_hidden_frames();
     }
-    return result;
+    return finish_tail_calls(result);
 }
 
 static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
@@ -1172,6 +1262,9 @@ static PyMethodDef module_methods[] = {
      PyDoc_STR("drop_entries_of(code, id(callback)): drop the entries that callback compiled")},
     {"reset_code", reset_code, METH_O,
      PyDoc_STR("reset_code(code): drop the code object's cache entries, state and counters")},
+    {"tail_call", (PyCFunction)(void (*)(void))tail_call, METH_FASTCALL,
+     PyDoc_STR("tail_call(*args, fn) -> a TailCall that the hook makes after the shadow frame "
+               "returns (emitted by transformed code at graph breaks)")},
     {"code_stats", code_stats, METH_O,
      PyDoc_STR("code_stats(code) -> (hits, misses)")},
     {NULL, NULL, 0, NULL},
@@ -1181,8 +1274,8 @@ static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "dynamo._C",
     .m_doc = PyDoc_STR("npdynamo's PEP 523 eval-frame hook: capture scopes in a context "
-                       "variable, per-code caches in co_extra, shadow-frame execution "
-                       "(docs/internals.md section 1)."),
+                       "variable, per-code caches (a table keyed by code object), "
+                       "shadow-frame execution (docs/internals.md section 1)."),
     .m_size = -1,
     .m_methods = module_methods,
 };
@@ -1190,7 +1283,7 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC PyInit__C(void) {
     if (npd_cache_init() < 0 || PyType_Ready(&npd_FrameViewType) < 0 ||
         PyType_Ready(&RecordType) < 0 || PyType_Ready(&CaptureType) < 0 ||
-        PyType_Ready(&WrappedType) < 0) {
+        PyType_Ready(&WrappedType) < 0 || PyType_Ready(&TailCallType) < 0) {
         return NULL;
     }
     if (callback_var == NULL) {
@@ -1208,7 +1301,8 @@ PyMODINIT_FUNC PyInit__C(void) {
         PyModule_AddIntConstant(m, "RUN_ONLY", NPD_RUN_ONLY) < 0 ||
         PyModule_AddObjectRef(m, "FrameView", (PyObject *)&npd_FrameViewType) < 0 ||
         PyModule_AddObjectRef(m, "Capture", (PyObject *)&CaptureType) < 0 ||
-        PyModule_AddObjectRef(m, "Wrapped", (PyObject *)&WrappedType) < 0) {
+        PyModule_AddObjectRef(m, "Wrapped", (PyObject *)&WrappedType) < 0 ||
+        PyModule_AddObjectRef(m, "TailCall", (PyObject *)&TailCallType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -14,18 +14,40 @@ anywhere inside). Cell and free variables are not locals here: they travel as ce
 
 from __future__ import annotations
 
+import dis
 import types
 import weakref
 from dataclasses import dataclass, field
 
 from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 
-__all__ = ["CodeInfo", "code_info"]
+__all__ = ["CodeInfo", "Region", "code_info"]
 
 _READS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST"})
 _WRITES = frozenset({"STORE_FAST", "DELETE_FAST"})
 _TERMINAL = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"})
-_SEES_ALL_LOCALS = frozenset({"locals", "vars", "eval", "exec", "dir"})
+_SEES_ALL_LOCALS = frozenset({"locals", "vars", "eval", "exec", "dir", "breakpoint"})
+#: Attributes whose use means the code looks at its own frame object (``sys._getframe()``,
+#: ``inspect.currentframe()``, ``traceback.extract_stack()``, ``frame.f_locals``): after a
+#: split, the frame it finds would be the generated code's, with other locals. Starting a
+#: debugger, tracer or profiler (``pdb.set_trace()``, ``sys.settrace``) is in the same list:
+#: the rest of the frame must be the frame the debugger stopped in, with its line events.
+_SEES_ITS_FRAME = frozenset({"_getframe", "currentframe", "extract_stack", "print_stack",
+                             "format_stack", "getouterframes", "f_locals", "f_back", "f_lineno",
+                             "set_trace", "settrace", "setprofile", "post_mortem"})
+
+
+@dataclass(frozen=True)
+class Region:
+    """A ``try`` or ``with`` statement that runs in plain Python inside transformed code.
+
+    `members` are the instruction indices of the statement (body, handlers, cleanup), in
+    order; control leaves it normally only to the `exits`: index -> (values on the stack
+    there, locals to pass to the resume function that continues there)."""
+
+    start: int
+    members: tuple[int, ...]
+    exits: dict[int, tuple[int, tuple[str, ...]]]
 
 
 @dataclass
@@ -37,6 +59,8 @@ class CodeInfo:
     labels: dict[Label, int] = field(default_factory=dict)
     #: Per instruction: the TryBegin of the innermost exception-handled region around it, or None.
     handlers: list[TryBegin | None] = field(default_factory=list)
+    #: Index of a handler's first instruction -> stack depth when it starts (from the table).
+    handler_depth: dict[int, int] = field(default_factory=dict)
     _live: list[frozenset[str]] | None = None
 
     @classmethod
@@ -53,6 +77,12 @@ class CodeInfo:
             elif isinstance(item, Instr):
                 info.instructions.append(item)
                 info.handlers.append(active)
+        # Handler depths come from CPython's exception table (`bytecode` leaves them unset).
+        offsets = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+        index_of = {offset: k for k, offset in enumerate(offsets)}
+        for entry in dis._parse_exception_table(code):
+            if entry.target in index_of:
+                info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
         return info
 
     # Questions --------------------------------------------------------------------------------
@@ -109,9 +139,131 @@ class CodeInfo:
     @property
     def sees_all_locals(self) -> bool:
         """Whether the code can read its locals by name (``locals()``, ``vars()``, ``eval``,
-        ``exec``, ``dir()``): splitting it would show it other locals."""
-        return any(inst.name == "LOAD_GLOBAL" and inst.arg[1] in _SEES_ALL_LOCALS
+        ``exec``, ``dir()``), look at its own frame (``sys._getframe()``, ...) or start a
+        debugger or tracer in it: splitting it would show other locals, or a generated frame."""
+        return any((inst.name == "LOAD_GLOBAL" and inst.arg[1] in _SEES_ALL_LOCALS)
+                   or (inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in _SEES_ITS_FRAME)
                    for inst in self.instructions)
+
+    def region(self, start: int, depth: int, bound: frozenset[str]) -> Region | None:
+        """The ``try``/``with`` statement that starts at `start` (the first instruction inside
+        a ``try`` body, or a ``BEFORE_WITH``) with `depth` values on the stack and the locals
+        `bound` bound, or None when it cannot run as a region.
+
+        The statement is every instruction reached from `start`, by normal flow or an
+        exception, until the flow comes back outside every handled block with no more than
+        `depth` values on the stack (the exception state popped): those instructions are its
+        exits. The locals bound at an exit are passed to the resume function there; one that
+        is read later must be bound on every way there (or on none). An exit where one may or may not be
+        bound (``with`` whose ``__exit__`` swallowed an exception raised before ``w = ...``)
+        is not an exit: the rest of the function from there is copied into the region too,
+        and runs in plain Python on that way only.
+        """
+        if not (self.in_exception_block(start) or self.instructions[start].name == "BEFORE_WITH"):
+            return None
+        depths: dict[int, int] = {start: depth}
+        exits: dict[int, int] = {}
+        if not self._grow(depths, exits, [start], depth):
+            return None
+        while True:
+            members = tuple(sorted(depths))
+            must, may = self._assigned(members, start, bound)
+            unsafe = [j for j in exits if (self.live_locals(j) & may[j]) - must[j]]
+            if not unsafe:
+                break
+            for j in unsafe:  # (everything from there on becomes part of the region)
+                depths[j] = exits.pop(j)
+            if not self._grow(depths, exits, unsafe, None):
+                return None
+        # (every local bound there is passed on, read later or not: as in plain Python, it
+        # stays alive until the function returns)
+        out = {j: (d, tuple(sorted(must[j]))) for j, d in exits.items()}
+        return Region(start, members, out)
+
+    def _grow(self, depths: dict[int, int], exits: dict[int, int], work: list[int],
+              depth: int | None) -> bool:
+        """Add what is reached from `work` to the region (`depths`), stopping at exits (only
+        when `depth` is given). False when the flow is not one a region can hold."""
+        work = list(work)
+        start = min(depths)
+        while work:
+            i = work.pop()
+            inst = self.instructions[i]
+            nexts: list[tuple[int, int, bool]] = []
+            if inst.name not in _TERMINAL and not inst.is_uncond_jump():
+                nexts.append((i + 1, depths[i] + inst.stack_effect(jump=False), False))
+            if inst.has_jump():
+                nexts.append((self.target(i), depths[i] + inst.stack_effect(jump=True), False))
+            handler = self.handlers[i]
+            if handler is not None:
+                h = self.labels[handler.target]
+                if h not in self.handler_depth:
+                    return False
+                nexts.append((h, self.handler_depth[h], True))
+            for j, d, is_handler in nexts:
+                if j >= len(self.instructions) or j < start:
+                    return False  # (a jump back before the statement: a loop around it)
+                if j in exits:
+                    if depth is None:
+                        depths[j] = exits.pop(j)
+                        work.append(j)
+                    elif exits[j] != d:
+                        return False
+                    continue
+                if (depth is not None and not is_handler and self.handlers[j] is None
+                        and d <= depth):
+                    exits[j] = d
+                    continue
+                if j in depths:
+                    if depths[j] != d:
+                        return False
+                    continue
+                depths[j] = d
+                work.append(j)
+        return True
+
+    def _assigned(self, members: tuple[int, ...], start: int, bound: frozenset[str]):
+        """For each exit reached from the region: the locals bound on every way there (must)
+        and on some way there (may): forward data flow over the region's instructions, an
+        exception edge leaving before the instruction's own store."""
+        member_set = set(members)
+        writes = {i: self.instructions[i].arg for i in members
+                  if self.instructions[i].name == "STORE_FAST"}
+        deletes = {i: self.instructions[i].arg for i in members
+                   if self.instructions[i].name == "DELETE_FAST"}
+        everything = frozenset(bound) | frozenset(writes.values())
+        must: dict[int, frozenset[str]] = {i: everything for i in members}
+        may: dict[int, frozenset[str]] = {i: frozenset() for i in members}
+        must[start] = may[start] = frozenset(bound)
+        exit_must: dict[int, frozenset[str]] = {}
+        exit_may: dict[int, frozenset[str]] = {}
+        changed = True
+        while changed:
+            changed = False
+            for i in members:
+                inst = self.instructions[i]
+                out_must, out_may = must[i], may[i]
+                if i in writes:
+                    out_must, out_may = out_must | {writes[i]}, out_may | {writes[i]}
+                if i in deletes:
+                    out_must, out_may = out_must - {deletes[i]}, out_may - {deletes[i]}
+                edges = []
+                if inst.name not in _TERMINAL and not inst.is_uncond_jump():
+                    edges.append((i + 1, out_must, out_may))
+                if inst.has_jump():
+                    edges.append((self.target(i), out_must, out_may))
+                if self.handlers[i] is not None:
+                    edges.append((self.labels[self.handlers[i].target], must[i], may[i]))
+                for j, m, y in edges:
+                    tm, ty = (must, may) if j in member_set else (exit_must, exit_may)
+                    new_m = tm.get(j, everything) & m
+                    new_y = ty.get(j, frozenset()) | y
+                    if j == start:
+                        new_m, new_y = new_m & bound, new_y | bound
+                    if new_m != tm.get(j) or new_y != ty.get(j):
+                        tm[j], ty[j] = new_m, new_y
+                        changed = True
+        return exit_must, exit_may
 
     def live_locals(self, index: int) -> frozenset[str]:
         """Locals that may be read, before being written, by execution starting at `index`."""

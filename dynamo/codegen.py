@@ -10,9 +10,11 @@ compiled graph with its inputs reloaded from their sources, and then:
 * at a return: rebuilds the return value from graph outputs, inputs and constants, and returns;
 * at a graph break: rebuilds the values the rest of the frame needs (the value stack, the live
   locals, the contents of cells), runs the one instruction the translator could not capture in
-  plain Python, and returns the result of calling a resume function (`resume.py`) that continues
-  the original code after that instruction (one resume function per branch for a conditional
-  jump).
+  plain Python, and returns ``tail_call(*args, resume_fn)`` for a resume function
+  (`resume.py`) that continues the original code after that instruction (one resume function
+  per branch for a conditional jump). The C hook makes that call once this frame has returned,
+  so the resume function's frame takes the frame's place: the same caller, the same stack
+  depth, one traceback entry.
 
 It keeps the original's argument, cell and free variable layout and only appends locals, with
 every argument made positional, so the C hook can call it with the frame's argument slots (see
@@ -24,11 +26,13 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass, field
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
 from . import instructions as ins
 from . import loops
+from ._C import tail_call
+from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
@@ -41,12 +45,11 @@ __all__ = ["Codegen", "FrameExit", "ReturnExit", "BreakExit", "transform_code", 
 
 GRAPH_OUT = "___graph_out"
 LOOP_BODY = "___loop_body"
-#: Where the transformed code keeps the value stack at a break until it calls the resume function.
-#: Not the resume functions' own ``___stack0``..., which the frame being compiled may itself be
-#: receiving: a value still to be read from one must not be overwritten first.
-STACK_TEMP = "___saved_stack"
-OPERAND_TEMP = "___saved_operand"
+#: Where the transformed code keeps the new values of replayed side effects between loading
+#: them all and storing them (deleted right after).
 EFFECT_TEMP = "___saved_effect"
+#: Where a try/with statement's exit keeps the stack values it passes (deleted right after).
+EXIT_TEMP = "___exit_value"
 LOOP_RESULT = "___loop_result"
 
 
@@ -88,6 +91,9 @@ class BreakExit:
     #: function (`loops.LoopPlan`): the transformed code drives the loop
     loop_plan: "LoopPlan | None" = None
     side_effects: "SideEffects | None" = None
+    #: set when the break is before a ``try``/``with`` statement that runs in plain Python in
+    #: the transformed code (`bytecode_analysis.Region`)
+    region: "Region | None" = None
 
 
 FrameExit = ReturnExit | BreakExit
@@ -111,8 +117,29 @@ class Codegen:
         for instr in instrs:
             self.append(instr)
 
+    def extend_located(self, instrs: list[Instr]) -> None:
+        """Append instructions that keep their own source positions (the user's instruction
+        that runs at a break: a traceback through it shows the user's line and columns)."""
+        for instr in instrs:
+            if instr.location is None or instr.location.lineno is None:
+                instr.lineno = self.lineno
+            self.instructions.append(instr)
+
+    def forget_temporaries(self) -> None:
+        """Delete the locals used while rebuilding values (the graph's output tuple, containers
+        built once), so the frame's locals are the user's again."""
+        if self.result is not None and not self.result.single_output:
+            self.extend(ins.delete_fast(GRAPH_OUT))
+        for name, _ in self.built.values():
+            self.extend(ins.delete_fast(name))
+        self.built.clear()
+
     def label(self, label: Label) -> None:
         self.instructions.append(label)
+
+    def label_raw(self, item: "TryBegin | TryEnd") -> None:
+        """An exception table pseudo-instruction (a try range opens or closes here)."""
+        self.instructions.append(item)
 
     def load_graph_value(self, vt: VariableTracker) -> None:
         node = vt.node
@@ -172,98 +199,105 @@ def transform_code(code: types.CodeType, result: GraphResult | None, exit: Frame
 
 
 def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
+    """The value stack is rebuilt as the original had it (NULL slots, which the resume function
+    re-pushes, left out), under ``NULL, tail_call``; the live locals and cells are stored; the
+    side effects are replayed; the instruction runs on its operands; and each way out of it
+    returns ``tail_call(*stack, *live_locals, resume_fn)``. No temporaries stay in the frame's
+    locals, so a traceback through the instruction shows the user's variables only."""
     deep = exit.stack[:len(exit.stack) - exit.consumed]
     top = exit.stack[len(exit.stack) - exit.consumed:]
     cellvars = list(code.co_cellvars)
+    # A loop driver or a try/with statement copied here runs on the stack as the original had
+    # it (a handler's stack depth is counted from the bottom): nothing goes under it.
+    driven = exit.loop_plan is not None or exit.region is not None
+    if not driven:
+        gen.extend(ins.push_null() + ins.load_const(tail_call))
     # Everything the rest of the frame needs is loaded before anything is stored, and before the
-    # instruction runs (which may rebind globals or mutate objects a Source reads through).
-    saved: list[tuple[str, str]] = []  # (how, name): how is "fast" or "cell"
-    for i, vt in enumerate(deep):
+    # instruction runs (which may rebind globals or mutate objects a Source reads through); one
+    # of the operands may be read from a local that a store below rebinds (``y = x; x = x + 1;
+    # print(y)``).
+    for vt in deep:
         if not isinstance(vt, NullVariable):
             gen.reconstruct(vt)
-            saved.append(("fast", f"{STACK_TEMP}{i}"))
+    for vt in top:
+        gen.reconstruct(vt)
+    stores: list[tuple[str, str]] = []  # (how, name): how is "fast" or "cell"
     passed: set[str] = set()
     for _, _, live in exit.continuations:
         passed.update(live)
     for name in sorted(passed):
         if name in exit.locals:
             gen.reconstruct(exit.locals[name])
-            saved.append(("fast", name))
+            stores.append(("fast", name))
     for name in cellvars:
         if name in exit.locals:
             gen.reconstruct(exit.locals[name])
-            saved.append(("cell", name))
-    # The instruction's own operands and the replayed side effects' values too: one of them may
-    # be read from a local that a store below rebinds (``y = x; x = x + 1; print(y)``).
-    for j, vt in enumerate(top):
-        if not isinstance(vt, NullVariable):
-            gen.reconstruct(vt)
-            saved.append(("fast", f"{OPERAND_TEMP}{j}"))
+            stores.append(("cell", name))
     effects = exit.side_effects.load(gen) if exit.side_effects else 0
-    saved += [("fast", f"{EFFECT_TEMP}{k}") for k in range(effects)]
-    for how, name in reversed(saved):
+    stores += [("fast", f"{EFFECT_TEMP}{k}") for k in range(effects)]
+    for how, name in reversed(stores):
         gen.extend(ins.store_fast(name) if how == "fast" else ins.store_deref(CellVar(name)))
+    gen.forget_temporaries()
     if effects:  # replayed before the instruction runs (it may read what they change)
         for k in range(effects):
             gen.extend(ins.load_fast(f"{EFFECT_TEMP}{k}"))
+        for k in range(effects):
+            gen.extend(ins.delete_fast(f"{EFFECT_TEMP}{k}"))
         exit.side_effects.store(gen)
-    for j, vt in enumerate(top):
-        gen.extend(ins.push_null() if isinstance(vt, NullVariable)
-                   else ins.load_fast(f"{OPERAND_TEMP}{j}"))
-    if exit.loop_plan is not None:
+    if exit.region is not None:
+        _emit_region(gen, code, exit.region)
+        return
+    if driven:
         _emit_loop_driver(gen, code, exit.loop_plan)
         return
-    run = [Instr(instr.name, instr.arg) for instr in exit.run]
+    run = [Instr(instr.name, instr.arg, location=instr.location) for instr in exit.run]
     if run and run[-1].has_jump():
         branch = Label()
-        run[-1:] = ins.forward_jump(run[-1], branch)
-        gen.extend(run)
+        jump = ins.forward_jump(run[-1], branch)
+        for instr in jump:
+            instr.location = run[-1].location
+        run[-1:] = jump
+        gen.extend_located(run)
         _emit_resume_call(gen, code, exit, deep, exit.continuations[0])
         gen.label(branch)
         _emit_resume_call(gen, code, exit, deep, exit.continuations[1])
     else:
-        gen.extend(run)
+        gen.extend_located(run)
         _emit_resume_call(gen, code, exit, deep, exit.continuations[0])
 
 
 def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
                       deep: list[VariableTracker], continuation: tuple[int, int, tuple[str, ...]]) -> None:
-    """With the instruction's `pushed` results on the stack: call the resume function for
-    `target` with the whole stack and the live locals, and return what it returns."""
+    """With ``NULL, tail_call``, the stack values and the instruction's `pushed` results on the
+    stack: return ``tail_call(*stack, *live_locals, resume_fn)`` for the resume function that
+    continues at `target`."""
     target, pushed, live = continuation
     stack_nulls = tuple(isinstance(vt, NullVariable) for vt in deep) + (False,) * pushed
     live = tuple(name for name in live if name in exit.locals or name in exit.untouched_args)
     resume = resume_code(code, target, stack_nulls, live)
     if exit.plain_loop is not None:
         mark_plain_loop(resume.code, exit.plain_loop)
-    for j in reversed(range(pushed)):
-        gen.extend(ins.store_fast(f"{STACK_TEMP}{len(deep) + j}"))
-    gen.extend(ins.push_null())
-    for name in code.co_cellvars:
-        gen.extend(ins.load_closure(CellVar(name)))
-    for name in code.co_freevars:
-        gen.extend(ins.load_closure(FreeVar(name)))
-    gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
-    nargs = 0
-    for i, null in enumerate(stack_nulls):
-        if not null:
-            gen.extend(ins.load_fast(f"{STACK_TEMP}{i}"))
-            nargs += 1
     for name in live:
         gen.extend(ins.load_fast(name))
-        nargs += 1
+    _make_resume_function(gen, code, resume)
+    nargs = stack_nulls.count(False) + len(live) + 1
     gen.extend(ins.call(nargs) + ins.return_value())
 
 
 def _call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[str, ...]) -> None:
-    """Return the result of the resume function for `target`, passing these (bound) locals."""
+    """Return ``tail_call(*names, resume_fn)`` for the resume function for `target`, passing
+    these (bound) locals."""
     resume = resume_code(code, target, (), names)
-    gen.extend(ins.push_null())
-    _load_closure(gen, code)
-    gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
+    gen.extend(ins.push_null() + ins.load_const(tail_call))
     for name in names:
         gen.extend(ins.load_fast(name))
-    gen.extend(ins.call(len(names)) + ins.return_value())
+    _make_resume_function(gen, code, resume)
+    gen.extend(ins.call(1 + len(names)) + ins.return_value())
+
+
+def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
+    _load_closure(gen, code)
+    gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
 
 
 def _load_closure(gen: Codegen, code: types.CodeType) -> None:
@@ -271,6 +305,60 @@ def _load_closure(gen: Codegen, code: types.CodeType) -> None:
         gen.extend(ins.load_closure(CellVar(name)))
     for name in code.co_freevars:
         gen.extend(ins.load_closure(FreeVar(name)))
+
+
+def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
+    """The original instructions of a ``try``/``with`` statement, with their exception table
+    entries and source positions, then for each way out of it a tail call of the resume
+    function that continues there."""
+    info = code_info(code)
+    members = set(region.members)
+    labels = {i: Label() for i in region.members}
+    exits = {j: Label() for j in region.exits}
+
+    def label_of(j: int) -> Label:
+        return labels[j] if j in members else exits[j]
+
+    open_try: TryBegin | None = None
+    open_for = None
+    previous = None
+    for i in region.members:
+        handler = info.handlers[i]
+        if open_try is not None and (handler is not open_for or previous != i - 1):
+            gen.label_raw(TryEnd(open_try))
+            open_try = open_for = None
+        gen.label(labels[i])
+        if handler is not None and open_try is None:
+            open_try = TryBegin(label_of(info.labels[handler.target]), handler.push_lasti)
+            open_for = handler
+            gen.label_raw(open_try)
+        original = info.instructions[i]
+        copy = original.copy()
+        if original.has_jump():
+            copy.arg = label_of(info.target(i))
+        gen.extend_located([copy])
+        falls = original.name not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and \
+            not original.is_uncond_jump()
+        if falls and i + 1 not in members:
+            if open_try is not None:
+                gen.label_raw(TryEnd(open_try))
+                open_try = open_for = None
+            gen.extend(ins.jump_forward(exits[i + 1]))
+        previous = i
+    if open_try is not None:
+        gen.label_raw(TryEnd(open_try))
+    for j, (depth, names) in region.exits.items():
+        gen.label(exits[j])
+        resume = resume_code(code, j, (False,) * depth, names)
+        for k in reversed(range(depth)):
+            gen.extend(ins.store_fast(f"{EXIT_TEMP}{k}"))
+        gen.extend(ins.push_null() + ins.load_const(tail_call))
+        for k in range(depth):
+            gen.extend(ins.load_fast(f"{EXIT_TEMP}{k}") + ins.delete_fast(f"{EXIT_TEMP}{k}"))
+        for name in names:
+            gen.extend(ins.load_fast(name))
+        _make_resume_function(gen, code, resume)
+        gen.extend(ins.call(depth + len(names) + 1) + ins.return_value())
 
 
 def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> None:

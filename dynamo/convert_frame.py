@@ -26,7 +26,7 @@ from typing import Any, Callable
 from . import _C, config
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .logs import get_logger
-from .resume import in_loop_body
+from .resume import display_name, in_loop_body
 from .symbolic_convert import CompiledFrame, trace_frame
 
 __all__ = ["ConvertFrame", "CompileRecord", "compile_lock", "touched_codes", "records", "skip_code",
@@ -45,11 +45,19 @@ class _TouchedCodes(weakref.WeakSet):
         for callback in list(_all_callbacks):
             callback.failed.clear()
             callback.warned.clear()
+            callback.uncapturable.clear()
+        _skipped_uncapturable.clear()
         super().clear()
 
 
 touched_codes: "weakref.WeakSet[types.CodeType]" = _TouchedCodes()
 _all_callbacks: "weakref.WeakSet[ConvertFrame]" = weakref.WeakSet()
+#: Code of functions wrapped with ``fullgraph=True``: a failed capture by another callback must
+#: not mark them SKIP (the hook would then never ask the fullgraph callback, which must raise).
+_fullgraph_codes: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+#: Code marked SKIP because it could not be captured (not by the skip rules or for having no
+#: NumPy operations): wrapping it with ``fullgraph=True`` later takes the mark back.
+_skipped_uncapturable: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
 log_graph = get_logger("graph_code")
 log_guards = get_logger("guards")
@@ -133,7 +141,7 @@ def skip_code(code: types.CodeType) -> None:
 
 
 def _where(code: types.CodeType) -> str:
-    return f"{code.co_qualname} ({code.co_filename}:{code.co_firstlineno})"
+    return f"{display_name(code)} ({code.co_filename}:{code.co_firstlineno})"
 
 
 # The callback ------------------------------------------------------------------------------
@@ -145,7 +153,10 @@ _GENERATOR_FLAGS = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASY
 
 def check_fullgraph_target(fn: Any) -> None:
     """Raise FullGraphError if `fn` is a generator, coroutine or async generator function: the
-    hook never captures their frames, so ``fullgraph=True`` could not keep its promise."""
+    hook never captures their frames, so ``fullgraph=True`` could not keep its promise.
+    Otherwise remember `fn`'s code as a fullgraph target: if a compile without fullgraph marked
+    it SKIP (it could not be captured), take the mark back, so the fullgraph callback is asked
+    and raises instead of the hook running the function uncompiled."""
     target = fn
     for _ in range(100):  # partials and bound methods around the function
         inner = getattr(target, "func", None) if isinstance(target, functools.partial) else \
@@ -163,6 +174,17 @@ def check_fullgraph_target(fn: Any) -> None:
             "are never captured (their frames are suspended and resumed); compile the NumPy work "
             "as a plain function called from it, or drop fullgraph=True"
         )
+    if isinstance(code, types.CodeType):
+        with compile_lock:
+            _fullgraph_codes.add(code)
+            if code in _skipped_uncapturable:
+                _skipped_uncapturable.discard(code)
+                # Other callbacks keep their verdict without tracing again (see _unsupported).
+                for callback in list(_all_callbacks):
+                    if not callback.fullgraph:
+                        callback.uncapturable.add(code)
+                if _C.get_code_state(code) == _C.SKIP:
+                    _C.set_code_state(code, _C.DEFAULT)
 
 
 @dataclass(eq=False)  # hashed by identity: the C cache tags entries with the callback
@@ -175,6 +197,9 @@ class ConvertFrame:
     #: Codes this callback failed to compile (internal or backend error): they run unmodified
     #: for this callback only (another backend may still compile them) until `reset()`.
     failed: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
+    #: Codes this callback could not capture that are not marked SKIP because a fullgraph
+    #: callback must still see them (`_fullgraph_codes`): they run unmodified for this callback.
+    uncapturable: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
 
     def __post_init__(self) -> None:
         _all_callbacks.add(self)
@@ -185,7 +210,7 @@ class ConvertFrame:
         if reason is not None:
             skip_code(code)
             return None
-        if code in self.failed:
+        if code in self.failed or code in self.uncapturable:
             return None
         with compile_lock:
             touched_codes.add(code)
@@ -256,7 +281,12 @@ class ConvertFrame:
         log_breaks.info("Not capturing %s: %s", _where(code), message)
         _record(CompileRecord(code, reason=message, recompile_reason=recompile_reason))
         if not has_entries:
-            skip_code(code)
+            if code in _fullgraph_codes:
+                self.uncapturable.add(code)
+                touched_codes.add(code)
+            else:
+                skip_code(code)
+                _skipped_uncapturable.add(code)
         return None
 
     def _user_error(self, code, exc: UserCodeError, recompile_reason) -> None:

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from . import _C
 from .convert_frame import NOTHING_TO_COMPILE, CompileRecord, records, side_by_side
 from .eval_frame import reset
+from .resume import display_name
 
 __all__ = ["explain", "ExplainOutput", "cache_entries", "CacheEntryView"]
 
@@ -86,7 +87,7 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
             if rec.compiled is not None:
                 out.guards.extend(rec.compiled.check_fn.guards)
                 if rec.compiled.break_reason is not None:
-                    out.break_reasons.append(f"{rec.code.co_qualname}: {rec.compiled.break_reason}")
+                    out.break_reasons.append(f"{display_name(rec.code)}: {rec.compiled.break_reason}")
                 if rec.compiled.result is not None:
                     gm = rec.compiled.result.graph_module
                     out.graphs.append(gm)
@@ -95,9 +96,9 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
                         out.fusion_reports.append(gm.meta["fusion_report"])
                     out.compile_times.append(rec.seconds)
             elif rec.reason is not None and not rec.reason.startswith(NOTHING_TO_COMPILE):
-                out.skipped_frames.append(f"{rec.code.co_qualname}: {rec.reason}")
+                out.skipped_frames.append(f"{display_name(rec.code)}: {rec.reason}")
             if rec.recompile_reason:
-                out.recompile_reasons.append(f"{rec.code.co_qualname}: {rec.recompile_reason}")
+                out.recompile_reasons.append(f"{display_name(rec.code)}: {rec.recompile_reason}")
         out.graph_count = len(out.graphs)
         out.graph_break_count = len(out.break_reasons)
         return out

@@ -37,6 +37,10 @@ def store_fast(name: str) -> list[Instr]:
     return [Instr("STORE_FAST", name)]
 
 
+def delete_fast(name: str) -> list[Instr]:
+    return [Instr("DELETE_FAST", name)]
+
+
 def load_const(value: Any) -> list[Instr]:
     return [Instr("LOAD_CONST", value)]
 

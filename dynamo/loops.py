@@ -35,7 +35,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import instructions as ins
 from .bytecode_analysis import code_info
-from .resume import continuation_code, mark_loop_body, origin_names, place_label
+from .resume import continuation_code, mark_loop_body, place_label
 
 __all__ = ["LoopPlan", "plan_loop", "ITEM"]
 
@@ -231,10 +231,8 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
     for instr in prologue + [t for t in tail if isinstance(t, Instr)]:
         instr.lineno = line
 
-    name, qualname = origin_names(code)
     new_code = continuation_code(code, original, prologue + body + tail,
                                  [ITEM, *carried] if iterates else list(carried), closure_names,
-                                 f"loop_body_of_{name}_at_{line}",
-                                 f"{qualname}.<loop body at line {line}>")
+                                 f"<loop body at line {line}>")
     mark_loop_body(new_code)
     return new_code

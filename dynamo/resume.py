@@ -7,6 +7,7 @@ live locals. Out: a `ResumeCode` whose code object is a copy of the original wit
     COPY_FREE_VARS n          the original's cells and free variables arrive as its closure
     RESUME 0
     PUSH_NULL / LOAD_FAST ___stack0 ...   rebuild the value stack (NULL slots are re-pushed)
+    DELETE_FAST ___stack0 ...             so that locals() / f_locals show the user's names only
     JUMP_FORWARD <target>     continue where the original would have continued
     ...the original instructions, unchanged, with cell variables turned into free variables...
 
@@ -18,7 +19,9 @@ made before the break, because the cells themselves (not their contents) are pas
 Called by `codegen` when it emits a graph break: the transformed code builds a function from the
 code object with ``MAKE_FUNCTION`` (the current cells as closure, the frame's globals) and calls
 it. The C hook sees the resume function's frame like any other and compiles it as a frame of its
-own. Resume code objects are cached per (code, target, stack shape, live locals), so recompiling a
+own. The code object has the user function's name, qualified name, file and first line, and is
+called as a tail call (see `codegen`), so its frame is indistinguishable from the function's.
+Resume code objects are cached per (code, target, stack shape, live locals), so recompiling a
 frame reuses them and their compiled versions.
 """
 
@@ -34,7 +37,7 @@ from bytecode.flags import CompilerFlags
 from . import instructions as ins
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
-           "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin",
+           "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
            "STACK_PREFIX"]
 
 STACK_PREFIX = "___stack"
@@ -83,6 +86,16 @@ def mark_plain_loop(code: types.CodeType, reason: str) -> None:
 def plain_loop_reason(code: types.CodeType) -> str | None:
     """Why `code` (a resume function starting with a loop) is not traced, or None."""
     return _plain_loops.get(code)
+
+
+#: resume and loop body code -> what `display_name` shows (``f.<resume at line 12>``)
+_labels: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+
+
+def display_name(code: types.CodeType) -> str:
+    """The qualified name to show for `code` in explain() and logs: a resume or loop body
+    function is named after the part of the user's function it runs."""
+    return _labels.get(code, code.co_qualname)
 
 
 def is_resume_code(code: types.CodeType) -> bool:
@@ -146,15 +159,15 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     prologue += ins.resume()
     for i, null in enumerate(stack_nulls):
         prologue += ins.push_null() if null else ins.load_fast(f"{STACK_PREFIX}{i}")
+    for name in stack_args:  # on the stack now; the frame's locals are the user's only
+        prologue += ins.delete_fast(name)
     prologue += ins.jump_forward(target_label)
     for instr in prologue:
         instr.lineno = target_lineno
 
-    name, qualname = origin_names(code)
-    suffix = f"_{serial}" if serial else ""
-    new_code = continuation_code(
-        code, original, prologue + body, stack_args + list(live_locals), closure_names,
-        f"resume_in_{name}_at_{target_lineno}{suffix}", f"{qualname}.<resume at line {target_lineno}>")
+    suffix = f" #{serial}" if serial else ""
+    new_code = continuation_code(code, original, prologue + body, stack_args + list(live_locals),
+                                 closure_names, f"<resume at line {target_lineno}{suffix}>")
     return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names)
 
 
@@ -169,11 +182,14 @@ def place_label(body: list, label: Label) -> None:
 
 
 def continuation_code(code: types.CodeType, original: Bytecode, instructions: list,
-                      argnames: list[str], closure_names: tuple[str, ...], name: str,
-                      qualname: str) -> types.CodeType:
+                      argnames: list[str], closure_names: tuple[str, ...],
+                      part: str) -> types.CodeType:
     """A code object that continues `code` (a resume or loop body function): these
     instructions, these positional arguments, `code`'s cells and free variables as its free
-    variables, `code`'s file and first line."""
+    variables, and the user function's name, qualified name, file and first line, so its
+    frames look like the function's own in tracebacks, `sys._getframe()` and profiles.
+    `part` says which part of the function it is (``<resume at line 12>``): `display_name`
+    shows it in `explain()` and logs."""
     bc = Bytecode(instructions)
     bc.argnames = list(argnames)
     bc.argcount = len(argnames)
@@ -183,12 +199,14 @@ def continuation_code(code: types.CodeType, original: Bytecode, instructions: li
     bc.flags = original.flags & ~(CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS)
     if closure_names:
         bc.flags |= CompilerFlags.NESTED
+    name, qualname = origin_names(code)
     bc.name, bc.qualname = name, qualname
     bc.filename = code.co_filename
     bc.first_lineno = code.co_firstlineno
     bc.docstring = None
     new_code = bc.to_code()
     inherit_origin(new_code, code)
+    _labels[new_code] = f"{qualname}.{part}"
     return new_code
 
 

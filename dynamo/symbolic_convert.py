@@ -47,6 +47,7 @@ from .variables import (
     VariableTracker,
 )
 from .variables.builder import wrap_constant
+from .variables.constant import _immutable as is_immutable
 from .variables.constant import run_user_op, user_error
 from .variables.containers import _Sequence
 from .variables.lazy import LazyVariable, realize
@@ -213,12 +214,17 @@ class InstructionTranslator:
         * ``"before"``: end the graph before it; the resume function starts with it (and, if the
           translator cannot handle it there either, runs in plain Python). Only worth it when the
           graph holds operations.
+        * ``"region"``: a ``try``/``with`` statement starts there: the graph ends before it,
+          the statement runs in plain Python inside the transformed code (its handlers, exit
+          calls and tracebacks are the real ones), and a resume function continues after it.
         * None: no break here; the frame runs in plain Python.
 
         Never inside a loop (every iteration would nest one more resume function), and an
         instruction inside a ``try``/``with`` block never runs outside its handler."""
         if self.info.in_loop(index):
             return None  # (the caller ends the graph before the loop instead)
+        if self.region_at(index) is not None:
+            return "region"
         inst = self.instructions[index]
         if inst.name in BREAKABLE and not self.info.in_exception_block(index):
             return "at"
@@ -228,6 +234,38 @@ class InstructionTranslator:
             return "before"
         return None
 
+    def kept_alive(self, untouched: frozenset[str]) -> frozenset[str]:
+        """Locals the rest of the frame never reads that are passed on anyway, because passing
+        them costs nothing (no graph output, no guard: the resume function never looks at
+        them): as in plain Python, they stay alive (and in ``f_locals``) until the function
+        returns, so finalizers and weak references see the same lifetimes. Array values
+        computed by the graph are not kept: that would make every dead intermediate an
+        output."""
+        cells = (*self.code.co_cellvars, *self.code.co_freevars)  # (they travel as cells)
+        kept = {name for name in untouched if name not in cells}
+        for name, vt in self.locals.items():
+            if name in self.deleted or name.startswith(STACK_PREFIX) or name in cells:
+                continue
+            if isinstance(vt, LazyVariable) or getattr(vt, "source", None) is not None or (
+                    isinstance(vt, ConstantVariable) and is_immutable(vt.value)):
+                kept.add(name)
+        return frozenset(kept)
+
+    def region_at(self, index: int):
+        """The `bytecode_analysis.Region` of a ``try``/``with`` statement starting at `index`
+        with the current stack and locals, or None."""
+        if self.kw_names or any(isinstance(vt, NullVariable) for vt in self.stack):
+            return None
+        # The locals the transformed code stores before the statement (see graph_break_exit).
+        untouched = frozenset(name for name in self.argnames
+                              if name not in self.locals and name not in self.deleted)
+        bound = frozenset(name for name in (*self.locals, *self.argnames)
+                          if name not in self.deleted)
+        present = (self.info.live_locals(index) & bound) | self.kept_alive(untouched)
+        cells = set(self.code.co_cellvars) | set(self.code.co_freevars)
+        return self.info.region(index, len(self.stack),
+                                frozenset(name for name in present if name not in cells))
+
     def _has_operations(self) -> bool:
         return any(n.op in ("call_function", "call_method") for n in self.output.graph.nodes)
 
@@ -235,6 +273,17 @@ class InstructionTranslator:
         """How the frame continues when the trace stops before instruction `self.ip`."""
         index, kind = self.break_at
         inst = self.instructions[index]
+        if kind == "region":
+            region = self.region_at(index)
+            if region is None:
+                raise AssertionError("the try/with region changed between the two traces")
+            untouched = frozenset(name for name in self.argnames
+                                  if name not in self.locals and name not in self.deleted)
+            live = tuple(sorted(self.info.live_locals(index) | self.kept_alive(untouched)))
+            return BreakExit(index=index, reason="", stack=list(self.stack),
+                             consumed=len(self.stack), run=[], locals=dict(self.locals),
+                             continuations=[(index, 0, live)], untouched_args=untouched,
+                             region=region)
         if kind in ("before", "loop"):
             run: list[Instr] = []
             consumed = 0
@@ -244,17 +293,19 @@ class InstructionTranslator:
         else:
             run = [Instr(inst.name, inst.arg)]
             consumed = -inst.pre_and_post_stack_effect(jump=False)[0]
-        for instr in run:
-            instr.lineno = inst.lineno
+        for instr in run:  # (the user's line and columns: a traceback through it shows them)
+            instr.location = inst.location
         targets = [(index + 1 if run else index, False)]
         if run and inst.has_jump():
             targets.append((self.info.target(index), True))
+        untouched = frozenset(name for name in self.argnames
+                              if name not in self.locals and name not in self.deleted)
+        kept = self.kept_alive(untouched)
         continuations = []
         for target, jumped in targets:
             pushed = consumed + sum(i.stack_effect(jump=jumped) for i in run)
-            continuations.append((target, pushed, tuple(sorted(self.info.live_locals(target)))))
-        untouched = frozenset(name for name in self.argnames
-                              if name not in self.locals and name not in self.deleted)
+            names = self.info.live_locals(target) | kept
+            continuations.append((target, pushed, tuple(sorted(names))))
         return BreakExit(index=index, reason="", stack=list(self.stack), consumed=consumed,
                          run=run, locals=dict(self.locals), continuations=continuations,
                          untouched_args=untouched)

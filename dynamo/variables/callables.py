@@ -46,9 +46,15 @@ def _constant_call(fn: Callable, args: list[VariableTracker], kwargs: dict[str, 
     """Run a pure function on constants now; an exception means "let plain Python raise it"."""
     from .builder import wrap_constant
 
+    from .constant import ConstantVariable, _immutable
+
     values = [a.as_python_constant() for a in args]
     kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-    return wrap_constant(run_user_op(fn, *values, **kw))
+    result = wrap_constant(run_user_op(fn, *values, **kw))
+    if (type(result) is ConstantVariable and not _immutable(result.value)
+            and _immutable((fn, *values, *kw.values()))):
+        result.made_by = (fn, tuple(values), kw)
+    return result
 
 
 class NumpyFunctionVariable(VariableTracker):

@@ -63,6 +63,9 @@ class ConstantVariable(VariableTracker):
     def __init__(self, value: Any, source=None) -> None:
         self.value = value
         self.source = source
+        #: (fn, args, kwargs) of the pure call on immutable constants that made a mutable
+        #: value (``np.errstate(all="ignore")``): the compiled code makes a new one the same way
+        self.made_by: tuple | None = None
 
     def describe(self) -> str:
         return f"constant {self.value!r}"
@@ -106,6 +109,13 @@ class ConstantVariable(VariableTracker):
 
         if self.source is not None:
             self.source.reconstruct(codegen)
+            return
+        if not _immutable(self.value) and self.made_by is not None:
+            fn, args, kwargs = self.made_by
+            codegen.extend(ins.push_null() + ins.load_const(fn))
+            for value in (*args, *kwargs.values()):
+                codegen.extend(ins.load_const(value))
+            codegen.extend(ins.call_sequence(len(args) + len(kwargs), tuple(kwargs)))
             return
         if not _immutable(self.value):
             # A constant of the code is shared by every call: a list, a dict or an iterator made

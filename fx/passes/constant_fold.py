@@ -10,11 +10,21 @@ an inline constant of the users), and the node is erased. Arrays are never folde
 would be one shared object returned or mutated across calls, while eager code makes a fresh one
 each time. Errors and warnings raised by the computation leave the node alone (it then raises or
 warns at run time, as in eager).
+
+Thread safety: compiling runs while other threads run the user's program, so folding must not
+touch process-wide state. `warnings.catch_warnings` swaps the module-global `warnings.filters`
+(another thread's warning would be turned into an error or lost meanwhile, and a filter it adds
+could be undone on restore), so folding never uses it. Instead it only evaluates operations
+whose only possible warnings are NumPy's floating-point ones: `operator` arithmetic and
+comparisons and NumPy's built-in ufuncs, with no keyword arguments, on plain Python numbers and
+NumPy numeric scalars. Those warnings follow `np.errstate`, which is per thread (a context
+variable in NumPy), so evaluating under ``np.errstate(all="raise")`` turns each into a
+`FloatingPointError`: the node is left alone. Anything else is not folded.
 """
 
 from __future__ import annotations
 
-import warnings
+import operator
 from typing import Any
 
 import numpy as np
@@ -23,17 +33,44 @@ __all__ = ["fold_constants"]
 
 _IMMUTABLE = (np.generic, int, float, complex, bool, type(None))
 
+#: Operators whose evaluation on numbers can only raise or warn through NumPy's error state.
+_OPERATORS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+    operator.mod, operator.pow, operator.neg, operator.pos, operator.abs, operator.invert,
+    operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift,
+    operator.lt, operator.le, operator.eq, operator.ne, operator.ge, operator.gt,
+})
+_PY_NUMBERS = (bool, int, float, complex)
+
+
+def _is_number(value: Any) -> bool:
+    """A plain Python number or a NumPy numeric scalar (exact types: no user code can run)."""
+    if type(value) in _PY_NUMBERS:
+        return True
+    return isinstance(value, np.generic) and type(value).__module__ == "numpy" \
+        and value.dtype.kind in "biufc"
+
+
+def _foldable_target(node: Any) -> bool:
+    if node.op != "call_function" or node.kwargs:
+        return False
+    target = node.target
+    if isinstance(target, np.ufunc):
+        # Built-in ufuncs only: a np.frompyfunc ufunc (object loops only) runs Python code.
+        return any("O" not in types for types in target.types)
+    try:
+        return target in _OPERATORS
+    except TypeError:  # unhashable target
+        return False
+
 
 def _evaluate(node: Any) -> tuple[bool, Any]:
+    if not _foldable_target(node) or not all(_is_number(a) for a in node.args):
+        return False, None
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            with np.errstate(all="raise"):
-                if node.op == "call_function":
-                    value = node.target(*node.args, **node.kwargs)
-                else:
-                    self, *rest = node.args
-                    value = getattr(self, node.target)(*rest, **node.kwargs)
+        # Floating-point warnings become FloatingPointError: per-thread state, see above.
+        with np.errstate(all="raise"):
+            value = node.target(*node.args)
     except Exception:  # noqa: BLE001 - leave it to run time, where the user sees the error
         return False, None
     return isinstance(value, _IMMUTABLE) and not isinstance(value, np.ndarray), value

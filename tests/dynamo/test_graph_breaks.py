@@ -7,7 +7,9 @@ counting backend and from `explain()`.
 from __future__ import annotations
 
 import dis
+import re
 import traceback
+import weakref
 
 import numpy as np
 import pytest
@@ -15,7 +17,7 @@ import pytest
 import dynamo
 from dynamo import _C, graph_break
 from dynamo.bytecode_analysis import code_info
-from dynamo.resume import is_resume_code, resume_code, resume_function
+from dynamo.resume import display_name, is_resume_code, resume_code, resume_function
 
 # The seed example ------------------------------------------------------------------------------
 
@@ -171,13 +173,38 @@ def dead_and_live(x, y):
     return keep * 2
 
 
-def test_only_live_locals_are_passed_to_the_resume_function(check):
+def test_dead_graph_values_are_not_passed_to_the_resume_function(check):
     check(dead_and_live, np.arange(3.0), np.ones(3), graphs=2)
     resumes = [c for c in _resumed_codes(dead_and_live)]
     assert resumes, "no resume function was made"
     for code in resumes:
         names = code.co_varnames[:code.co_argcount]
-        assert "keep" in names and "big" not in names and "x" not in names and "y" not in names
+        # `big` would be one more graph output; the unread arguments cost nothing to pass and
+        # stay alive until the function returns, as in plain Python (no guard on them).
+        assert "keep" in names and "big" not in names and "x" in names and "y" in names
+    for check_fn, _ in _C.get_cache_entries(resumes[0]):
+        body = check_fn.source.split("return", 1)[1]
+        assert "keep" in body and not re.search(r"\b[xy]\b", body), check_fn.source
+
+
+class _Tracked:
+    pass
+
+
+def drops_an_object_early(x):
+    obj = _Tracked()
+    ref = weakref.ref(obj)
+    graph_break()                       # `obj` is never read again
+    alive = ref() is not None
+    return np.sin(x), alive
+
+
+def test_unread_locals_live_until_the_function_returns_as_in_plain_python():
+    x = np.arange(3.0)
+    expected = drops_an_object_early(x)
+    got = dynamo.compile(drops_an_object_early, backend="eager")(x)
+    assert expected[1] and got[1], "the object died at the graph break"
+    np.testing.assert_array_equal(got[0], expected[0])
 
 
 def _resumed_codes(fn):
@@ -352,7 +379,10 @@ def test_resume_function_continues_the_original_code(capsys):
     assert fn(3, 3) == branchy(2, 3) == 6  # a = 3, c = 3 at the print
     assert capsys.readouterr().out == "c 3\nc 3\n"
     listing = dis.Bytecode(resume.code).dis()
-    assert "JUMP_FORWARD" in listing and resume.code.co_name.startswith("resume_in_branchy_at_")
+    assert "JUMP_FORWARD" in listing
+    # Named like the user's function (tracebacks, profiles); explain() shows which part it is.
+    assert (resume.code.co_name, resume.code.co_qualname) == ("branchy", "branchy")
+    assert display_name(resume.code).startswith("branchy.<resume at line ")
 
 
 # Every instruction as a break point ------------------------------------------------------------
@@ -494,7 +524,7 @@ def _loop_bodies(fn):
     found = []
     for _, new_code in _C.get_cache_entries(fn.__code__):
         found += [c for c in new_code.co_consts
-                  if hasattr(c, "co_code") and c.co_name.startswith("loop_body_of_")]
+                  if hasattr(c, "co_code") and "<loop body at line" in display_name(c)]
     return found
 
 
@@ -818,3 +848,89 @@ def rows_of_a_changing_array(x, y):
 def test_rows_are_read_when_their_iteration_starts(check):
     # (found by the control-flow fuzzer)
     check(rows_of_a_changing_array, np.arange(1.0, 4.0), np.zeros(3), graphs=1)
+
+
+# try / with statements run as regions in the transformed code --------------------------------
+
+
+class _Noisy:
+    def __init__(self, log):
+        self.log = log
+
+    def __enter__(self):
+        self.log.append("enter")
+        return 5
+
+    def __exit__(self, *exc):
+        self.log.append(("exit", exc[0]))
+        return False
+
+
+def try_and_with(x, fail, log):
+    y = np.sin(x) + 1
+    try:
+        if fail:
+            raise ValueError("boom")
+        z = y * 2
+    except ValueError as e:
+        log.append(str(e))
+        z = y * 3
+    finally:
+        log.append("finally")
+    with _Noisy(log) as c:
+        w = z + c
+    with np.errstate(all="ignore"):
+        q = np.log(w - 100)
+    return np.cos(q) + w
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_try_and_with_statements_keep_their_semantics_and_the_code_after_is_captured(fail):
+    x = np.arange(4.0)
+    plain_log, log = [], []
+    expected = try_and_with(x, fail, plain_log)
+    out = dynamo.explain(try_and_with)(x, fail, log)
+    np.testing.assert_array_equal(out.result, expected)
+    assert log == plain_log
+    # before the try, and after the last with statement: the rest is no longer plain Python
+    assert out.graph_count >= 2, out.break_reasons
+    assert any("np.cos" in "".join(ops) or "cos" in "".join(ops) for ops in out.ops_per_graph)
+
+
+class _Swallow:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return True
+
+
+def unbound_after_swallow(x, ctx):
+    y = np.sin(x)
+    with ctx:
+        raise KeyError("swallowed")
+        w = y * 2     # noqa: F841 (never runs)
+    return w
+
+
+def test_a_local_unbound_after_a_swallowed_exception_raises_as_in_plain_python():
+    x = np.arange(3.0)
+    with pytest.raises(UnboundLocalError):
+        unbound_after_swallow(x, _Swallow())
+    compiled = dynamo.compile(unbound_after_swallow, backend="eager")
+    with pytest.raises(UnboundLocalError):
+        compiled(x, _Swallow())
+
+
+def divides_by_zero(divisor):
+    return 10 + divisor / 0 + 30
+
+
+def test_traceback_through_a_break_instruction_shows_the_users_columns():
+    def formatted(fn):
+        try:
+            fn(3)
+        except ZeroDivisionError:
+            return traceback.format_exc().splitlines()[-3:]
+
+    assert formatted(dynamo.compile(divides_by_zero, backend="eager")) == formatted(divides_by_zero)

@@ -331,6 +331,34 @@ def test_generators_still_run_without_fullgraph():
     assert [float(v) for v in dynamo.compile(gen)(0.0)] == [0.0]
 
 
+_UNCAPTURABLE = """
+def f(x):
+    out.append(1)
+    return eval("np.sin(x) + 1")   # (reads its locals by name: the frame is never split)
+"""
+
+
+@pytest.mark.parametrize("fullgraph_first", [False, True])
+def test_fullgraph_raises_for_code_a_compile_without_fullgraph_could_not_capture(
+        fullgraph_first):
+    """A compile without fullgraph marks a frame it cannot capture at all SKIP (the hook then
+    never asks Python about it); fullgraph=True must still raise for it, whichever wrapper was
+    made or called first, and the plain compile keeps running it unmodified."""
+    out = []
+    f = _fresh(_UNCAPTURABLE, glb={"np": np, "out": out, "__builtins__": __builtins__})
+    x = np.ones(3)
+    strict = dynamo.compile(f, fullgraph=True) if fullgraph_first else None
+    loose = dynamo.compile(f)
+    np.testing.assert_array_equal(loose(x), np.sin(x) + 1)
+    strict = strict or dynamo.compile(f, fullgraph=True)
+    for _ in range(2):
+        with pytest.raises(dynamo.FullGraphError, match="could not be captured as one graph"):
+            strict(x)
+        np.testing.assert_array_equal(loose(x), np.sin(x) + 1)
+    assert out == [1] * 3  # a fullgraph call raises before the function runs
+    assert dynamo.cache_entries(f) == []
+
+
 # 6. Skip rules are configuration -----------------------------------------------------------------
 
 

@@ -166,7 +166,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
 
     for item in original:
         if isinstance(item, (TryBegin, TryEnd)):
-            continue  # (no handler inside the loop; the dead rest keeps no exception table)
+            continue  # (no handler inside the loop; the dead rest is left out)
         if not isinstance(item, Instr):
             body.append(item)
             continue
@@ -177,7 +177,10 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
         if item.name in ins.PREFIX_OPS:
             continue
         if i not in depth:
-            pass  # not reachable within one iteration (dead in the body): copied as it is
+            # Not reachable within one iteration: left out. (Copied, the dead rest would keep
+            # its backward jumps, e.g. 3.11's duplicated ``while`` test jumping back into the
+            # body, and the body function would look like a loop around its own code.)
+            continue
         elif i == back and not item.is_uncond_jump():
             # A while loop's test falls through out of the loop: that is an exit too.
             target = back + 1

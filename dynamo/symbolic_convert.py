@@ -1068,7 +1068,11 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> Com
             # (without its traceback, which holds this frame: no reference cycle)
             failure = exc.with_traceback(None)
             failure.__context__ = failure.__cause__ = None  # their tracebacks hold frames too
-            reason = f"{exc.reason} at {exc.location}" if exc.location else exc.reason
+            what = exc.reason
+            if break_at[1] == "region":
+                what = ("a try/with statement runs in plain Python inside the compiled code; a "
+                        "resume function continues after it")
+            reason = f"{what} at {exc.location}" if exc.location else what
     if tx.break_exit is not None:
         if break_at[1] == "loop":
             _plan_loop(tx, tx.break_exit, reason)

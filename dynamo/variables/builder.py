@@ -78,6 +78,11 @@ def wrap_constant(value: Any) -> VariableTracker:
     return ConstantVariable(value)
 
 
+#: A tuple, list or dict with more items than this is not wrapped item by item (each item would
+#: get its own tracker and guard): the instruction that looks into it runs in plain Python.
+MAX_TRACED_ITEMS = 256
+
+
 class VariableBuilder:
     def __init__(self, tx: "InstructionTranslator", source: Source) -> None:
         self.tx = tx
@@ -104,6 +109,10 @@ class VariableBuilder:
         if typ is np.dtype or isinstance(value, np.dtype):
             self.guard("CONSTANT_MATCH", (typ, value))
             return ConstantVariable(value, source=self.source)
+        if typ in (tuple, list, dict) and len(value) > MAX_TRACED_ITEMS:
+            # (`gc.get_objects()`, a big table: one guard per item would cost more than it saves)
+            raise Unsupported(f"a {typ.__name__} of {len(value)} items is too long to trace item "
+                              f"by item (more than {MAX_TRACED_ITEMS})")
         if typ in (tuple, list):
             self.guard("SEQUENCE_LENGTH", (typ, len(value)))
             items = [VariableBuilder(self.tx, GetItemSource(self.source, i))(v) for i, v in enumerate(value)]

@@ -145,6 +145,10 @@ RECOMPILE_WARNING = Known(
     "npdynamo warns once when a function hits dynamo.config.cache_size_limit (issue 7 asks "
     "for this warning); the test compares the exact stderr of a recursion that recompiles "
     "on every depth.", open_bug=False)
+DEEP_CHAIN = Known(
+    "OPEN, flaky, not reduced yet: a chain of 1,000 exception contexts built by recursion "
+    "differs in some runs under capture (suspected: the recursion headroom the hook keeps, "
+    "which depends on how many frames are compiled at that point).", flaky=True)
 SETTRACE_IN_CALLEE = Known(
     "OPEN (C hook, tail calls): a function called at a graph break starts tracing and sets "
     "the caller's f_trace (test_sys_settrace's settrace_and_return/raise); the rest of the "
@@ -212,7 +216,7 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
     **_ids("test_traceback", RECOMPILE_WARNING,
             "TracebackFormatTests.test_recursive_traceback_cpython_internal",
             "TracebackFormatTests.test_recursive_traceback_python"),
-    **_ids("test_traceback", UNEXPLAINED, "TestTracebackException.test_long_context_chain"),
+    **_ids("test_traceback", DEEP_CHAIN, "TestTracebackException.test_long_context_chain"),
     **_ids("test_funcattrs", CELLS, "FunctionPropertiesTest.test_set_cell"),
     **_ids("test_funcattrs", IDENTITY, "StaticMethodAttrsTest.test_func_attribute"),
     **_ids("test_coroutines", LIFETIME, "CoroutineTest.test_for_2"),

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+import dynamo
+from dynamo import _C
+
 
 def builtins_mix(xs):
     total = sum(x.sum() for x in xs)
@@ -79,3 +82,21 @@ def test_errors_of_container_methods_are_the_users(check):
 
     check(pops_missing, np.arange(3.0), graphs=None)  # KeyError: 'b'
     check(bad_index, np.arange(3.0), graphs=None)  # IndexError: pop index out of range
+
+
+def _len_of_big_list(x, items):
+    return np.sin(x) + len(items)
+
+
+def test_a_very_long_list_is_not_traced_item_by_item():
+    """`len(gc.get_objects())` under capture: wrapping 10,000 items (one tracker and one guard
+    each) took seconds; past MAX_TRACED_ITEMS the instruction runs in plain Python instead."""
+    from dynamo.variables.builder import MAX_TRACED_ITEMS
+
+    x = np.arange(3.0)
+    items = list(range(MAX_TRACED_ITEMS * 40))
+    compiled = dynamo.compile(_len_of_big_list, backend="eager")
+    np.testing.assert_array_equal(compiled(x, items), _len_of_big_list(x, items))
+    guards = "".join(check_fn.source for check_fn, _ in _C.get_cache_entries(
+        _len_of_big_list.__code__))
+    assert f"[{MAX_TRACED_ITEMS}]" not in guards

@@ -12,8 +12,8 @@ second: cache hit, which must capture no new graph when the program returns), th
 on other values of the same types and shapes (the guards must pick a version valid for them, or
 recompile).
 
-Compared, exactly: the return value (type, dtype, shape, strides, bits with NaN == NaN; helpers
-from tests/dynamo/conftest.py), which results are views of which arguments, the arguments after
+Compared, exactly: the return value (type, dtype, shape, strides, bits with NaN == NaN; the shared
+oracle in tests/support/oracle.py), which results are views of which arguments, the arguments after
 the call, the exception raised (type and message), everything printed, and every warning
 (category and message, in order: npdynamo's "internal error" fallback warns, so it fails here).
 A run that takes longer than `TIMEOUT` seconds is a hang and fails.
@@ -30,16 +30,11 @@ a crash, the file holds the culprit).
 from __future__ import annotations
 
 import contextlib
-import copy
 import hashlib
-import importlib.util
-import io
 import os
 import pathlib
 import signal
-import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -47,21 +42,7 @@ from hypothesis import HealthCheck, given, settings
 
 import dynamo
 from fuzz.control_gen import KNOWN_BUGS, ControlProgram, control_programs
-
-
-def _load_dynamo_conftest():
-    # tests/dynamo is not importable as "dynamo.conftest" (that name is npdynamo itself)
-    path = pathlib.Path(__file__).parents[1] / "dynamo" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("_control_flow_dynamo_conftest", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_oracle = _load_dynamo_conftest()
-assert_same = _oracle.assert_same
-views = _oracle._views
-CountingBackend = _oracle.CountingBackend
+from support.oracle import Run, compare, make_backend, run
 
 EXAMPLES = int(os.environ.get("DYNAMO_FUZZ_PROGRAMS", "2000"))
 RANDOM = os.environ.get("DYNAMO_FUZZ_RANDOM", "") not in ("", "0")
@@ -80,7 +61,9 @@ def _time_limit(seconds: int):
         raise Hang(f"the program ran for more than {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    # Then again every second: a Hang raised where Python only reports exceptions (a
+    # destructor, a weakref callback) is lost, and a one-shot timer would leave the run stuck.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1)
     try:
         yield
     finally:
@@ -88,28 +71,12 @@ def _time_limit(seconds: int):
         signal.signal(signal.SIGALRM, previous)
 
 
-@dataclass
-class Run:
-    status: str  # "ok" or "raised"
-    value: Any
-    args: tuple
-    stdout: str
-    warnings: list[tuple[type, str]]
-
-
 def _run(fn: Callable, args: tuple) -> Run:
-    call_args = copy.deepcopy(args)
-    out = io.StringIO()
-    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
-        warnings.simplefilter("always")
-        try:
-            status, value = "ok", fn(*call_args)
-        except Exception as exc:  # noqa: BLE001  (the oracle compares exceptions too)
-            status, value = "raised", exc
-    seen = [(w.category, str(w.message)) for w in caught]
+    result = run(fn, args)
     if "resume_of_helper_recompiles_per_value" in KNOWN_BUGS:
-        seen = [w for w in seen if "(dynamo.config.cache_size_limit)" not in w[1]]
-    return Run(status, value, call_args, out.getvalue(), seen)
+        result.warnings = [w for w in result.warnings
+                           if "(dynamo.config.cache_size_limit)" not in w[1]]
+    return result
 
 
 def _load(program: ControlProgram, directory: pathlib.Path) -> Callable:
@@ -133,12 +100,12 @@ def check_program(program: ControlProgram, directory: pathlib.Path, backend_name
     try:
         with _time_limit(TIMEOUT), budget:
             eager = _run(fn, program.args)
-            backend = CountingBackend() if backend_name == "eager" else _c_backend()
+            backend = make_backend(backend_name)
             compiled = dynamo.compile(fn, backend=backend)
             for attempt in ("first call", "second call (cache hit)"):
                 before = backend.count
                 comp = _run(compiled, program.args)
-                _compare(eager, comp, attempt)
+                compare(eager, comp, attempt)
                 # A frame whose code raises for these values is traced again on each call
                 # (by design: it is not marked, other values may compile), so only programs
                 # that return must hit the cache.
@@ -148,8 +115,8 @@ def check_program(program: ControlProgram, directory: pathlib.Path, backend_name
                         f"{backend.count - before} new graph(s)")
             if program.other_args is not None:
                 # other values (guards must send them to the right version, or recompile)
-                _compare(_run(fn, program.other_args), _run(compiled, program.other_args),
-                         "third call (other arguments)")
+                compare(_run(fn, program.other_args), _run(compiled, program.other_args),
+                        "third call (other arguments)")
     except (AssertionError, Hang) as exc:
         message = f"{type(exc).__name__}: {exc}\n{program.describe()}"
         if COLLECT:
@@ -159,46 +126,6 @@ def check_program(program: ControlProgram, directory: pathlib.Path, backend_name
         raise AssertionError(message) from exc
     finally:
         dynamo.reset()
-
-
-def _compare(eager: Run, comp: Run, attempt: str) -> None:
-    if eager.status == "raised":
-        assert comp.status == "raised", (
-            f"{attempt}: eager raised {eager.value!r}, compiled returned {comp.value!r}")
-        assert type(comp.value) is type(eager.value), (
-            f"{attempt}: raised {comp.value!r}, eager raised {eager.value!r}")
-        assert str(comp.value) == str(eager.value), (
-            f"{attempt}: message {comp.value}, eager {eager.value}")
-    else:
-        if comp.status == "raised":
-            raise AssertionError(f"{attempt}: compiled raised {comp.value!r}, eager returned "
-                                 f"{eager.value!r}") from comp.value
-        assert_same(eager.value, comp.value, f"{attempt}: result")
-        assert views(comp.value, comp.args) == views(eager.value, eager.args), (
-            f"{attempt}: view-vs-copy relation to the arguments differs from eager")
-    assert_same(eager.args, comp.args, f"{attempt}: arguments after the call")
-    assert comp.stdout == eager.stdout, (
-        f"{attempt}: printed\n{comp.stdout}\neager printed\n{eager.stdout}")
-    assert comp.warnings == eager.warnings, (
-        f"{attempt}: warnings {comp.warnings}, eager {eager.warnings}")
-
-
-class _CBackend:
-    """The C backend with kernels even for these tiny arrays, counting its graphs."""
-
-    def __init__(self) -> None:
-        from dynamo.backends.c import make_backend
-
-        self.inner = make_backend(min_size=0, calibrate=False)
-        self.count = 0
-
-    def __call__(self, gm: Any, example_inputs: list) -> Callable:
-        self.count += 1
-        return self.inner(gm, example_inputs)
-
-
-def _c_backend() -> _CBackend:
-    return _CBackend()
 
 
 def _settings(examples: int) -> settings:

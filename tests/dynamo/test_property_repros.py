@@ -1,0 +1,217 @@
+"""Minimal repros of what tests/fuzz/test_control_flow_property.py found, one test per bug.
+
+In: small programs reduced by hand from generated ones; plain Python is the oracle. Out: pass,
+or (for a bug still open) an expected failure marked ``xfail(strict=True)``: when the fix lands
+the test passes, strict xfail turns that into a failure, and the marker must go (then also
+remove the pattern's name from `KNOWN_BUGS` in tests/fuzz/control_gen.py, so the property test
+generates it again). Each section is headed by the `KNOWN_BUGS` name it stands for.
+
+A repro that hangs or nests frames without end runs in a subprocess (`_run_isolated`), which
+counts npdynamo's graph-break log records and stops after `RUNAWAY_BREAKS` of them, so a
+runaway fails in seconds instead of at the timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dynamo
+from support.oracle import compare, make_backend, run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: A correct compile of these repros logs a handful of graph breaks; a runaway logs one more
+#: per nested frame it compiles.
+RUNAWAY_BREAKS = 40
+
+_PRELUDE = f"""
+import logging
+import numpy as np
+import dynamo
+
+
+class Runaway(BaseException):
+    pass
+
+
+class _CountBreaks(logging.Handler):
+    seen = 0
+
+    def emit(self, record):
+        _CountBreaks.seen += 1
+        if _CountBreaks.seen > {RUNAWAY_BREAKS}:
+            raise Runaway(record.getMessage()[:400])
+
+
+_log = logging.getLogger("dynamo.graph_breaks")
+_log.setLevel(logging.INFO)
+_log.addHandler(_CountBreaks())
+_log.propagate = False
+"""
+
+
+def _run_isolated(body: str, directory: Path, timeout: float = 120) -> str:
+    """Run `body` after `_PRELUDE` in a fresh interpreter, as a script file in `directory` (a
+    real file, as in the property test: linecache and file:line work); its stdout.
+    AssertionError with the output when it fails, runs away or times out."""
+    script = directory / "repro.py"
+    script.write_text(_PRELUDE + textwrap.dedent(body))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    try:
+        proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT, env=env)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"no result within {timeout} s (a hang)") from exc
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def _check(fn, *args) -> None:
+    """Plain `fn` vs ``dynamo.compile(fn, backend="eager")``, called twice: the same result,
+    arguments after the call, output, exception and warnings (tests/support/oracle.py)."""
+    eager = run(fn, args)
+    compiled = dynamo.compile(fn, backend=make_backend("eager"))
+    for attempt in ("first call", "second call (cache hit)"):
+        compare(eager, run(compiled, args), attempt)
+
+
+# while_graph_break_continue ------------------------------------------------------------------
+
+
+# Fixed: a loop body function leaves out the code one iteration cannot reach (was: it copied it,
+# backward jumps included, and planned a body function of itself without end).
+def test_while_data_branch_continue_finishes(tmp_path):
+    out = _run_isolated("""
+        def f(x):
+            c = 0
+            while c < 3:
+                c += 1
+                if x.sum() > 100:
+                    continue
+            return c
+
+        x = np.array([1.0, 2.0])
+        try:
+            print(dynamo.compile(f, backend="eager")(x), f(x))
+        except Runaway as exc:
+            print("runaway:", exc)
+    """, tmp_path)
+    assert out.split() == ["3", "3"], out
+
+
+# return_in_loop_inside_while -----------------------------------------------------------------
+
+
+def _return_from_for_in_while(x, y):
+    c = 0
+    while c < 5:
+        c += 1
+        for i in range(3):
+            if y.sum() < 2.0:
+                return x
+    return y
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "return_in_loop_inside_while: in the while loop's body function a `return` is a jump to "
+    "its return epilogue; the inner for loop's own plan (loops._plan) takes that jump for a "
+    "`break` exit and drops the value on the stack, so the resume function for the epilogue "
+    "starts one value short: internal error 'Failed to compute stacksize, got negative size'"))
+def test_return_from_for_loop_inside_while_loop():
+    _check(_return_from_for_in_while, np.array([1.0, 2.0]), np.array([0.5, 0.25]))
+
+
+# python_float_nan_sign ------------------------------------------------------------------------
+
+
+def _times_python_float(s):
+    return np.ones(2) * s
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "python_float_nan_sign: a Python float argument is a constant in the graph; a NaN is "
+    "written as float('nan') in the graph code (positive) and guarded by `s != s`, which any "
+    "NaN passes, so -nan gives +nan"))
+def test_negative_nan_python_float_keeps_its_sign():
+    _check(_times_python_float, -math.nan)
+
+
+# resume_of_helper_recompiles_per_value --------------------------------------------------------
+
+
+def _scale_by_own_mean(t):
+    return t * float(t.mean())
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "resume_of_helper_recompiles_per_value: float(t.mean()) is a graph break; its result "
+    "reaches the resume function as the argument ___stack1, a Python float, which is guarded "
+    "by value (a graph constant), so every new value recompiles the resume function until "
+    "cache_size_limit warns, a warning plain Python never gives (the user cannot pass it as "
+    "np.float64 instead: the value is made inside the function)"))
+def test_float_of_data_at_a_break_does_not_recompile_per_value():
+    compiled = dynamo.compile(_scale_by_own_mean, backend="eager")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for k in range(2 * dynamo.config.cache_size_limit):
+            t = np.array([1.0, float(k)])
+            assert np.array_equal(compiled(t), _scale_by_own_mean(t))
+    assert [str(w.message) for w in caught] == []
+
+
+# raise_on_empty_args_unguarded (new: found once try_except_then_call was removed) -------------
+
+
+def _first_plus_one(*ts):
+    return ts[0] + 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "raise_on_empty_args_unguarded: a frame that raises at a breakable instruction (ts[0] of "
+    "an empty *args tuple) gets a cache entry with a graph break at that instruction but no "
+    "guard on what made it raise (len(ts)): the entry matches every later call, goes first "
+    "in the cache, and the next good call runs the break path and compiles its resume "
+    "function (an extra graph on a call with the same arguments as before)"))
+def test_a_call_that_raised_does_not_take_over_later_calls():
+    backend = make_backend("eager")
+    compiled = dynamo.compile(_first_plus_one, backend=backend)
+    y = np.array([1.0, 2.0])
+    assert np.array_equal(compiled(y), y + 1)
+    with pytest.raises(IndexError, match="tuple index out of range"):
+        compiled()
+    before = backend.count
+    assert np.array_equal(compiled(y), y + 1)
+    assert backend.count == before, "the call with the same argument as before compiled again"
+
+
+# New, not a KNOWN_BUGS pattern: a crash found in the uncommitted tail-call work -------------
+
+
+# An argument that is also a cell (a closure reads it), rebound after a graph break: the
+# rebinding dropped a reference the cell never owned, so the caller's array was freed (garbage
+# contents, or a crash). Fixed in 52df865; a subprocess, since a regression would crash.
+def test_rebinding_a_cell_argument_after_a_break_keeps_the_callers_array(tmp_path):
+    out = _run_isolated("""
+        def f(x):
+            a = x + 1
+            dynamo.graph_break()
+            x = 1
+            def g():
+                return x
+            return a
+
+        x = np.array([1.0, 2.0])
+        for _ in range(3):
+            print(dynamo.compile(f, backend="eager")(x).tolist(), x.tolist())
+    """, tmp_path)
+    assert out.splitlines() == ["[2.0, 3.0] [1.0, 2.0]"] * 3, out

@@ -1,0 +1,202 @@
+"""The "run plain, run compiled, compare" oracle shared by whole-program test suites.
+
+In: a function and its arguments, run once in plain Python and through ``dynamo.compile``.
+Out: `run` records each call as a `Run` (result or exception, the arguments after the call,
+everything printed, every warning); `compare` raises AssertionError on any difference;
+`CountingBackend` / `make_backend` count the graphs a compiled function captures.
+Called by tests/programs/oracle.py (the program corpus) and
+tests/fuzz/test_control_flow_property.py (generated control-flow programs); each keeps its own
+driver (how often to call, which backend, what to do on a mismatch).
+
+Compared (the rules of tests/dynamo/conftest.py's `check`, extended for whole programs):
+results (exact type, dtype, shape, strides, bits; within `ulps` ULP where asked), which
+results are views of which arguments (and of each other), the arguments after the call
+(lists, dicts, objects' attributes: side effects), raised exceptions (type and message),
+printed output (stdout), and warnings (category and message, in order, or as a set where a
+fused C kernel reports each kind once).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import math
+import time
+import types
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import dynamo
+
+
+class CountingBackend:
+    """Wraps a backend callable and counts the graphs it was given."""
+
+    def __init__(self, inner: Callable) -> None:
+        self.inner = inner
+        self.count = 0
+
+    def __call__(self, gm: Any, example_inputs: list) -> Callable:
+        self.count += 1
+        return self.inner(gm, example_inputs)
+
+
+def make_backend(name: str) -> CountingBackend:
+    """"eager", or "c": the C backend with kernels even for tiny arrays, no calibration."""
+    if name == "eager":
+        return CountingBackend(dynamo.lookup_backend("eager"))
+    if name == "c":
+        from dynamo.backends.c import make_backend as make_c
+
+        return CountingBackend(make_c(min_size=0, calibrate=False))
+    raise ValueError(f"unknown backend {name!r}: use 'eager' or 'c'")
+
+
+# Comparison -----------------------------------------------------------------------------------
+
+#: Objects compared with `==` even though they have a __dict__ (functions, classes, modules).
+_PLAIN = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, type, types.ModuleType,
+          np.ufunc, np.dtype)
+
+
+def _ulp_close(expected: np.ndarray, actual: np.ndarray, ulps: int) -> bool:
+    e = np.asarray(expected)
+    a = np.asarray(actual)
+    if e.dtype.kind != "f":  # complex and integer results are compared bit for bit
+        return False
+    same_nan = np.isnan(e) == np.isnan(a)
+    finite = np.isfinite(e) & np.isfinite(a)
+    magnitude = np.where(finite, np.maximum(np.abs(e), np.abs(a)), 1).astype(e.dtype)
+    spacing = np.abs(np.spacing(magnitude))
+    close = np.where(finite, np.abs(e - a) <= ulps * spacing, (e == a) | np.isnan(e))
+    return bool(np.all(same_nan) and np.all(close))
+
+
+def assert_same(expected: Any, actual: Any, where: str = "result", ulps: int = 0) -> None:
+    """Same structure, types, dtypes, shapes, strides; bit-identical values (or within `ulps`)."""
+    assert type(actual) is type(expected), (
+        f"{where}: type {type(actual).__name__} != eager {type(expected).__name__} "
+        f"(eager={expected!r}, compiled={actual!r})"
+    )
+    if isinstance(expected, (tuple, list)):
+        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            assert_same(e, a, f"{where}[{i}]", ulps)
+    elif isinstance(expected, dict):
+        assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
+        for key in expected:
+            assert_same(expected[key], actual[key], f"{where}[{key!r}]", ulps)
+    elif isinstance(expected, (np.ndarray, np.generic)):
+        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
+        assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"
+        bits_equal = (np.ascontiguousarray(actual).tobytes()
+                      == np.ascontiguousarray(expected).tobytes())
+        if not bits_equal:
+            assert ulps and _ulp_close(expected, actual, ulps), (
+                f"{where}: values differ (eager={expected!r}, compiled={actual!r})"
+            )
+        if isinstance(expected, np.ndarray):
+            assert actual.strides == expected.strides, (
+                f"{where}: strides {actual.strides} != eager {expected.strides}"
+            )
+    elif isinstance(expected, float):
+        if math.isnan(expected):
+            assert math.isnan(actual), f"{where}: {actual!r} != nan"
+        elif actual != expected:
+            assert ulps and abs(actual - expected) <= ulps * math.ulp(abs(expected)), (
+                f"{where}: {actual!r} != eager {expected!r}"
+            )
+    elif hasattr(expected, "__dict__") and not isinstance(expected, _PLAIN):
+        # A user object (argument whose attributes the program may write): compare its state.
+        assert_same(vars(expected), vars(actual), f"{where}.__dict__", ulps)
+    else:
+        assert actual == expected, f"{where}: {actual!r} != eager {expected!r}"
+
+
+def views(result: Any, args: tuple) -> list[list[Any]]:
+    """For each array in `result` (flattened): which array arguments and outputs it aliases."""
+    flat: list[np.ndarray] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, np.ndarray):
+            flat.append(value)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+
+    walk(result)
+    arrays = [a for a in args if isinstance(a, np.ndarray)]
+    # Also among the outputs themselves: `return y, y` (same object), `return y, y[0]` (a view).
+    return [[np.shares_memory(r, a) for a in arrays]
+            + [(r is o, np.shares_memory(r, o)) for o in flat] for r in flat]
+
+
+# Running --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    status: str  # "ok" or "raised"
+    value: Any  # the result, or the exception
+    args: tuple  # the arguments the call got, after the call
+    kwargs: dict
+    stdout: str
+    seconds: float
+    warnings: list[tuple[type, str]]
+
+
+def run(fn: Callable, args: tuple, kwargs: dict | None = None, record_warnings: bool = True,
+        fresh: Callable[[tuple], tuple] | None = None) -> Run:
+    """Call `fn` on deep copies of the arguments (then `fresh(args)`, e.g. to rebuild views,
+    which a deep copy makes contiguous). Warnings are recorded (every one, in order), or with
+    ``record_warnings=False`` are errors: the call raises them and that is its outcome."""
+    call_args, call_kwargs = copy.deepcopy((args, kwargs or {}))
+    if fresh is not None:
+        call_args = fresh(call_args)
+    out = io.StringIO()
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(out):
+        warnings.simplefilter("always" if record_warnings else "error")
+        try:
+            status, value = "ok", fn(*call_args, **call_kwargs)
+        except Exception as exc:  # noqa: BLE001  (the oracle compares exceptions too)
+            status, value = "raised", exc
+    return Run(status, value, call_args, call_kwargs, out.getvalue(), time.perf_counter() - start,
+               [(w.category, str(w.message)) for w in caught])
+
+
+def compare(eager: Run, comp: Run, attempt: str, ulps: int = 0,
+            exact_warnings: bool = True) -> None:
+    """AssertionError (starting with `attempt`) when the compiled run `comp` differs from the
+    plain run `eager`. ``exact_warnings=False``: the same set of warnings is enough."""
+    if eager.status == "raised":
+        assert comp.status == "raised", (
+            f"{attempt}: eager raised {eager.value!r}, compiled returned {comp.value!r}")
+        assert type(comp.value) is type(eager.value), (
+            f"{attempt}: raised {comp.value!r}, eager raised {eager.value!r}")
+        assert str(comp.value) == str(eager.value), (
+            f"{attempt}: message {comp.value}, eager {eager.value}")
+    else:
+        if comp.status == "raised":
+            raise AssertionError(f"{attempt}: compiled raised {comp.value!r}, eager returned "
+                                 f"{eager.value!r}") from comp.value
+        assert_same(eager.value, comp.value, f"{attempt}: result", ulps)
+        assert views(comp.value, comp.args) == views(eager.value, eager.args), (
+            f"{attempt}: view-vs-copy relation to the arguments differs from eager")
+    assert_same((eager.args, eager.kwargs), (comp.args, comp.kwargs),
+                f"{attempt}: arguments after the call", ulps)
+    assert comp.stdout == eager.stdout, (
+        f"{attempt}: printed {comp.stdout!r}, eager printed {eager.stdout!r}")
+    if exact_warnings:
+        assert comp.warnings == eager.warnings, (
+            f"{attempt}: warned {comp.warnings}, eager warned {eager.warnings}")
+    else:  # the C backend: the same warnings, each kind reported at least once (as tests/fuzz)
+        assert set(comp.warnings) == set(eager.warnings), (
+            f"{attempt}: warned {comp.warnings}, eager warned {eager.warnings}")

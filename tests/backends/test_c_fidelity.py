@@ -135,9 +135,9 @@ def test_binary_ufunc_warnings_and_values_match_numpy(name, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
-@pytest.mark.parametrize("exponent", [0.5, 2, 3, -1.5, 2.5])
+@pytest.mark.parametrize("exponent", [0.5, 2, -1])
 def test_power_with_constant_exponent_matches_numpy(exponent, dtype):
-    check_fidelity(lambda x: x ** exponent, [unary_input(dtype)], exponent in (0.5, 2))
+    check_fidelity(lambda x: x ** exponent, [unary_input(dtype)], True)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

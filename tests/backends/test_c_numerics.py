@@ -176,15 +176,19 @@ def test_integer_overflow_wraps_like_numpy():
 def test_power_strength_reduction(dtype):
     a = sample(dtype, seed=7, special=False) % 50
     gm, f = check(lambda x: (x ** 2, x ** 0, x ** 1), [a])
-    check(lambda x: (x ** 3, x ** 4, np.power(x, 5)), [a], rtol=4e-16 if dtype == "float64"
-          else 4e-7)
+    src = str(gm.meta["fusion_report"])
+    assert "pow(" not in src and "powf(" not in src
+    if dtype.startswith("float"):  # NumPy's pow loop: left to NumPy (exact), plus a kernel
+        gm, f = check(lambda x: (x ** 3, np.power(x, 4) * 2.0, x + 1.0), [a])
+    else:
+        gm, f = check(lambda x: (x ** 3, x ** 4, np.power(x, 5)), [a])
     src = str(gm.meta["fusion_report"])
     assert "pow(" not in src and "powf(" not in src
 
 
 def test_float_power_general():
     a = np.abs(sample("float64", seed=8)) + 0.5
-    check(lambda x: (x ** 2.5, np.power(x, -1.5)), [a], ulp=4)
+    check(lambda x: (x ** 2.5, np.power(x, -1.5), x * 3.0), [a])
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -207,7 +211,10 @@ def test_numpy_scalar_inputs_and_0d_results():
     y = np.array(3.0)
     gm, f = check(lambda a, b: (a * b, a + 1, np.exp(b), b * 2), [x, y], ulp=2)
     assert isinstance(f(x, y)[0], np.float64)
-    check(lambda a: a * 2 + 1, [np.int16(7)])
+    # Integer +, -, * on NumPy scalars are NumPy's scalar math (it warns on overflow): those
+    # stay NumPy calls; ufunc calls and bitwise ops on them still run as kernels.
+    check(lambda a: (np.multiply(a, 2) + np.int16(1), (a & 6) ^ 1), [np.int16(7)],
+          every_kernel=False)
 
 
 def test_where_clip_astype():

@@ -36,7 +36,6 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
-import math
 import os
 import re
 import shutil
@@ -97,92 +96,10 @@ def _arr(dtype: str, shape: tuple, values: tuple = (), layout: str = "C",
     return ArgSpec("array", dtype=dtype, shape=shape, values=values, layout=layout, seed=seed)
 
 
-def _dead_or_self_compare(source: str) -> bool:
-    """Does the program compute a value nobody reads, or compare a value with itself?"""
-    lines = source.splitlines()
-    for i, line in enumerate(lines):
-        m = re.match(r"\s*(v\d+) = ", line)
-        if m and not re.search(rf"\b{m.group(1)}\b", "\n".join(lines[i + 1:])):
-            return True
-    return re.search(r"\b(\w+) (<|<=|>|>=|==|!=) \1\b|np\.(greater|less|equal|not_equal|"
-                     r"less_equal|greater_equal)\((\w+), \4\)", source) is not None
-
-
-def _has_bcast_arg(prog: Program) -> bool:
-    return any(a.kind == "array" and a.layout == "bcast" for a in prog.args)
-
-
 #: The ONE place listing open bugs the fuzzer finds. Remove an entry when its fix lands.
+#: (Issue 8 fixed the nine C-backend entries this had; their regression tests are in
+#: tests/backends/test_c_fuzz_regressions.py.)
 KNOWN_BUGS: dict[str, KnownBug] = {
-    "c-clip-signed-zero": KnownBug(
-        "C backend: np.clip(x, -0.0, 0.0) gives -0.0 where NumPy's clip loop gives 0.0 "
-        "(e.g. x = 1.0 or True: NumPy min(max(x, lo), hi) with its tie rule returns hi = 0.0)",
-        lambda p, b, m: b == "c" and "np.clip(" in p.source and "-0.0, 0.0" in p.source
-        and "differ" in m,
-        _prog("return np.clip(a0, -0.0, 0.0)", _arr("float64", (3,), (0.0, 1.0, -1.0)))),
-    "c-layout-fused-temporary": KnownBug(
-        "C backend: the output layout ignores the layout of fused-away temporaries: "
-        "`v0 = a.astype(np.int32); return v0 <= +a` with `a` broadcast (stride 0 on axis 0): "
-        "NumPy's `+a` temporary is C-ordered and beats v0's F order (C wins conflicts); the "
-        "kernel reads `a` itself (stride 0 never decides), so the result comes out F-ordered",
-        lambda p, b, m: b == "c" and "strides" in m and _has_bcast_arg(p),
-        _prog("v0 = a0.astype(np.int32); v1 = +a0; return v0 <= v1",
-              _arr("float32", (2, 3), (1.0, 2.0, 3.0), layout="bcast"))),
-    "c-schedule-reorders-raise": KnownBug(
-        "C backend: the schedule runs NumPy calls before an earlier kernel's nodes, so under "
-        "np.errstate(all='raise') a later statement raises first: `v0 = np.cos(a2)` (a2 has "
-        "inf, [300]) then `v3 = 1 / a0` (a0 = np.array(False)): NumPy raises 'invalid value "
-        "encountered in cos', compiled raises 'divide by zero encountered in divide'",
-        lambda p, b, m: b == "c" and p.errstate_raise and "exception:" in m,
-        _prog("v0 = np.cos(a1); v1 = 1 / a0; return -v0", _arr("bool", (), (False,)),
-              _arr("float64", (4,), (1.0, math.inf, 2.0, 3.0)), errstate_raise=True)),
-    "c-power-3-4-multiplies": KnownBug(
-        "C backend: x ** 3 and x ** 4 on floats are strength-reduced to multiplies, but NumPy's "
-        "power loop calls pow (no fast path beyond 2): `a ** 3` for a = "
-        "np.random.default_rng(27).standard_normal(1000) * 4 differs in the last bit at 266 "
-        "of 1000 elements (docs/c_backend.md claims 0-4 match NumPy's loop)",
-        lambda p, b, m: b == "c" and "differ" in m
-        and re.search(r"\*\* [34]\b|\*\*= [34]\b|power\([^)]*, [34]\)", p.source) is not None,
-        _prog("return a0 ** 3", _arr("float64", (300,), seed=27))),
-    "c-where-lazy-fp-flags": KnownBug(
-        "C backend: a branch of np.where fused into the kernel is evaluated only where it is "
-        "selected, so its FP warnings for the other elements are lost: "
-        "`np.where(c, a / b, 0.0)` with a = [1., 2.], b = [0., 1.], c = [False, True] "
-        "warns 'divide by zero encountered in divide' in NumPy, nothing compiled",
-        lambda p, b, m: b == "c" and "warnings: compiled" in m and "np.where(" in p.source,
-        _prog("return np.where(a2, a0 / a1, 0.0)", _arr("float64", (2,), (1.0, 2.0)),
-              _arr("float64", (2,), (0.0, 1.0)), _arr("bool", (2,), (False, True)))),
-    "c-sum-outer-axis-order": KnownBug(
-        "C backend: a float sum/mean over a non-inner axis adds in another order than NumPy "
-        "(NumPy accumulates row by row there; pairwise only along the inner axis): "
-        "np.sum(a, axis=0) for a = np.random.default_rng(7412).standard_normal((129, 3)) * 4 "
-        "(C order) differs in the last bits in all 3 columns; F order matches",
-        lambda p, b, m: b == "c" and "differ" in m and re.search(r"\b(sum|mean)\(", p.source)
-        is not None and any(a.kind == "array" and a.seed is not None for a in p.args),
-        _prog("return np.sum(a0, axis=0)", _arr("float64", (129, 3), seed=7412))),
-    "c-negative-zero-constant": KnownBug(
-        "C backend: a -0.0 constant in a graph that also has a 0 constant becomes +0.0 "
-        "(0 == -0.0: constants merged by value?): `np.where(a > 0, a, -0.0)` for "
-        "a = [1., -2., 3.] gives [1., 0., 3.], NumPy [1., -0., 3.]; `a * 0 + -0.0` too",
-        lambda p, b, m: b == "c" and "differ" in m and "-0.0" in p.source,
-        _prog("return np.where(a0 > 0, a0, -0.0)", _arr("float64", (3,), (1.0, -2.0, 3.0)))),
-    "c-dead-kernel-value-fp-flags": KnownBug(
-        "C backend: FP flags of a kernel value whose result the C compiler drops (never "
-        "stored, or only used by `v > v`, which folds to a constant) are lost: "
-        "`v1 = 1.0 / a0; return v1 > v1` with a0 = [-1., -2., 0., 0., -1.] warns "
-        "'divide by zero encountered in divide' in NumPy, nothing compiled (same for a dead "
-        "`v1 = 1.0 / a0; v2 = np.greater(v1, v1)` next to a live result)",
-        lambda p, b, m: b == "c" and "warnings: compiled" in m and _dead_or_self_compare(p.source),
-        _prog("v1 = 1.0 / a0; return v1 > v1",
-              _arr("float64", (5,), (-1.0, -2.0, 0.0, 0.0, -1.0)))),
-    "c-scalar-int-overflow-warning": KnownBug(
-        "C backend: integer operations on NumPy scalars (0-d values: `-v` with "
-        "v = np.bitwise_and(a, a), a = np.array(254, np.uint8)) warn 'overflow encountered in "
-        "scalar negative' in NumPy (or raise it under np.errstate(all='raise')); the kernel "
-        "wraps silently (integer-only kernels run even in 'raise' mode)",
-        lambda p, b, m: b == "c" and "overflow encountered in scalar" in m,
-        _prog("v1 = np.bitwise_and(a0, a0); v2 = -v1; return a0 + 1",
-              _arr("uint8", (), (254,)))),
 }
 
 

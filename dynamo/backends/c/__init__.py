@@ -14,8 +14,10 @@ a valid order. Before fusion, constant folding, CSE and DCE run on ``gm.graph`` 
 elements is not compiled (its nodes run as NumPy calls; with no kernel at all the result *is*
 ``gm.forward``), and with ``calibrate`` each kernel is timed against its own NumPy path on its
 first call and the faster one is kept. If there is no compiler or the build fails, the graph
-runs eagerly (``gm.forward``) with one `CBackendWarning`. The fusion report goes to
-``gm.meta["fusion_report"]`` and the ``dynamo.kernels`` logger (INFO).
+runs eagerly (``gm.forward``) with one `CBackendWarning`. While an ``np.errstate`` mode raises
+(or calls, prints, logs, reports underflow) no kernel runs and the compiled function runs
+``gm.forward``: the graph's statements in program order, so the first failing one raises.
+The fusion report goes to ``gm.meta["fusion_report"]`` and the ``dynamo.kernels`` logger (INFO).
 Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size, calibrate,
 compiler, cflags, block, fp_errors, vector_math, run_passes.
 """
@@ -277,7 +279,15 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
     gm.meta["fusion_report"] = report
     log.info("%s", report)
 
+    forward = gm.forward
+
     def compiled(*args: Any) -> Any:
+        if fp_warn_mask() is None:
+            # An errstate mode raises (or calls, prints, logs, or reports underflow): kernels
+            # do not run, and the schedule may have moved a NumPy call ahead of an earlier
+            # statement fused into a kernel, so the graph runs as written: the first
+            # statement that fails raises first, as in eager NumPy.
+            return forward(*args)
         env: dict = dict(zip(placeholders, args))
         for step in steps:
             step(env)

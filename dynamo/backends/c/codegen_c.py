@@ -11,13 +11,15 @@ Semantics follow NumPy's loops, not C's: signed integer arithmetic goes through 
 (wrap-around instead of undefined behaviour), float comparisons use the quiet ``isless`` family
 (no spurious 'invalid' flag on NaN), maximum/minimum propagate NaN like NumPy, and floating sums
 use NumPy's pairwise summation (8 accumulators over blocks of 128, halves combined) over the
-rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit.
+rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit. Values that may
+raise FP flags but whose results nothing stored needs (a `where` branch, ``v > v``) are kept
+alive through a flag sink (`forced_values`), so every element is computed, as in NumPy.
 """
 
 from __future__ import annotations
 
 from math import prod
-from typing import Callable
+from typing import Callable, Container
 
 import numpy as np
 
@@ -211,7 +213,7 @@ FLOAT_MATH = {
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
     "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "floor": "floor",
     "ceil": "ceil", "trunc": "trunc", "rint": "rint", "arctan2": "atan2", "hypot": "hypot",
-    "power": "pow", "copysign": "copysign", "fmax": "fmax", "fmin": "fmin", "fmod": "fmod",
+    "copysign": "copysign", "fmax": "fmax", "fmin": "fmin", "fmod": "fmod",
 }
 
 #: Op name -> printer. Lowering only emits names present here.
@@ -272,6 +274,104 @@ def _const(c: Const) -> str:
         # INT64_MIN has no literal; go through the unsigned bit pattern.
         return f"(({t}){int(c.value) & 0xFFFFFFFFFFFFFFFF}ull)"
     return f"(({t}){int(c.value)})"
+
+
+# -- FP flags gcc must not optimise away ------------------------------------------------------
+# A kernel reports the FP flags its arithmetic raised; NumPy computes every temporary for every
+# element, so a kernel must too. gcc keeps a value only if the result depends on it: it computes
+# a `where` branch only where it is selected (masked lanes raise nothing) and folds `v > v` to
+# false, `x == NaN` to false and `x ** 0` to 1, dropping `v` and its flags. Values that may flag
+# and that nothing keeps are ORed (their bits) into a per-thread sink the kernel hands to an
+# empty `asm volatile` at the end: computed for every element, at one vector OR each.
+
+#: Ops that never raise a floating-point flag (quiet comparisons, selects, sign-bit work).
+FLAG_FREE = frozenset({
+    "negative", "positive", "absolute", "copysign", "sign", "where", "equal", "not_equal",
+    "less", "less_equal", "greater", "greater_equal", "maximum", "minimum", "fmax", "fmin",
+    "clip_lo", "clip_hi", "isnan", "isinf", "isfinite", "signbit", "logical_and",
+    "logical_or", "logical_xor", "logical_not"})
+#: Consumers whose C needs every bit of a float operand (unless they read it twice and are
+#: not `ARITHMETIC`): the operand's computation cannot be dropped through them.
+_KEEPS_FLOAT = frozenset({
+    "add", "subtract", "multiply", "divide", "negative", "positive", "absolute", "square",
+    "reciprocal", "maximum", "minimum", "fmax", "fmin", "clip_lo", "clip_hi", "copysign",
+    "sign", "isnan", "isinf", "isfinite", "signbit", "cast", "powi", *FLOAT_MATH})
+#: Binary ops whose result still needs the operand when both operands are the same value.
+ARITHMETIC = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "fmax",
+                         "fmin", "copysign", "hypot", "arctan2", "fmod"})
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater",
+                          "greater_equal"})
+#: Integer/bool consumers that need their operand when no constant can decide the result.
+_KEEPS_EXACT = frozenset({"add", "subtract", "multiply", "maximum", "minimum", "bitwise_and",
+                          "bitwise_or", "bitwise_xor", "logical_and", "logical_or",
+                          "logical_xor", "negative", "absolute", "invert", "logical_not",
+                          "sign", "square", "positive", *_COMPARISONS})
+
+
+def raises_fp(v: Value) -> bool:
+    """May op ``v`` itself (not its operands) raise a floating-point flag?"""
+    if not isinstance(v, Op) or v.name in FLAG_FREE:
+        return False
+    src = v.arg_dtype if v.arg_dtype is not None else v.dtype
+    if v.name == "cast":  # only float64 -> float32 can overflow
+        return src.kind == "f" and v.dtype.kind == "f" and v.dtype.itemsize < src.itemsize
+    if v.name == "powi" and v.param in (0, 1):
+        return False
+    return v.dtype.kind == "f" or src.kind == "f"
+
+
+def keeps(v: Op, i: int) -> bool:
+    """Does the C of ``v`` need argument ``i``'s value for every element (gcc cannot drop it)?"""
+    a, args = v.args[i], v.args
+    twice = len(args) == 2 and args[0] == args[1]
+    if v.name == "where":
+        return i == 0 and args[1] != args[2]
+    if v.name == "powi" and v.param == 0:
+        return False
+    if v.name in _COMPARISONS:
+        if twice or any(isinstance(x, Const) and x.value != x.value for x in args):
+            return False  # v > v, x == NaN: constants
+    if np.dtype(a.dtype).kind == "f":
+        if v.name in _COMPARISONS:
+            return True
+        return v.name in _KEEPS_FLOAT and (not twice or v.name in ARITHMETIC)
+    if v.name == "cast":
+        return True
+    return (v.name in _KEEPS_EXACT and not twice
+            and not any(isinstance(x, Const) for x in args))
+
+
+def forced_values(outputs: list[Value], stop: Container[Value] = ()) -> list[Value]:
+    """Values of ``outputs``' DAG that may raise FP flags but that no stored output needs (so
+    gcc could skip computing them): the kernel must keep them alive (see above)."""
+    order = walk(outputs, stop)
+    needed = set(outputs)
+    forced: list[Value] = []
+    for v in reversed(order):  # users before their operands
+        if v not in needed:
+            if not raises_fp(v):
+                continue
+            forced.append(v)
+            needed.add(v)
+        if isinstance(v, Op) and v not in stop:
+            for i, a in enumerate(v.args):
+                if keeps(v, i):
+                    needed.add(a)
+    return forced[::-1]
+
+
+def _keep_lines(forced: list[Value], names: dict, indent: str) -> list[str]:
+    return [f"{indent}keep |= DYN_BITS({names[v]});" for v in forced]
+
+
+_KEEP_HELPERS = """\
+/* Flag sink: values whose FP flags count but whose results are not needed (see codegen_c). */
+static inline uint64_t dyn_bits_d(double x) { uint64_t i; __builtin_memcpy(&i, &x, 8);
+    return i; }
+static inline uint64_t dyn_bits_f(float x) { uint32_t i; __builtin_memcpy(&i, &x, 4);
+    return i; }
+#define DYN_BITS(x) _Generic((x), float: dyn_bits_f, default: dyn_bits_d)(x)
+"""
 
 
 def _body(values: list[Value], load: Callable[[Load], str], indent: str,
@@ -364,6 +464,7 @@ def pointwise_source(k: PointwiseKernel) -> str:
     n_in = len(k.operands)
     outs = [ctype(v.dtype) for v in k.outputs]
     inv = _row_invariant(k.operands, k.shape, len(k.shape) - 1)
+    forced = forced_values(k.outputs)
     L = [f"int {k.name}(const int64_t *A, char **P)", "{",
          "    const int nthreads = (int)A[0], par = (int)A[1];",
          "    const int64_t blk = A[2], nd = A[3];",
@@ -382,6 +483,7 @@ def pointwise_source(k: PointwiseKernel) -> str:
           "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
           "    {",
           "    feclearexcept(FE_ALL_EXCEPT);",
+          *(["    uint64_t keep = 0;"] if forced else []),
           "    #pragma omp for schedule(static)",
           "    for (int64_t w = 0; w < nwork; w++) {",
           "        const int64_t row = w / nblk, j0 = (w % nblk) * blk;",
@@ -400,7 +502,7 @@ def pointwise_source(k: PointwiseKernel) -> str:
                     L.append(f"            const {ctype(od.dtype)} x{i} = in{i}[o{i}];")
                 else:
                     L.append(f"            const {ctype(od.dtype)} *restrict x{i} = in{i} + o{i};")
-            L.append("            #pragma omp simd")
+            L.append("            #pragma omp simd" + (" reduction(|:keep)" if forced else ""))
             load = lambda v: f"x{v.operand}" if v.operand in inv else f"x{v.operand}[j]"  # noqa
         else:
             L.append("        } else {")
@@ -409,11 +511,14 @@ def pointwise_source(k: PointwiseKernel) -> str:
             load = lambda v: f"in{v.operand}[o{v.operand} + j * s{v.operand}]"  # noqa: E731
         L.append("            for (int64_t j = j0; j < j1; j++) {")
         lines, names = _body(k.outputs, load, "                ")
-        L += lines
+        L += lines + _keep_lines(forced, names, "                ")
         for j, v in enumerate(k.outputs):
             L.append(f"                out{j}[oo + j] = {names[v]};")
         L.append("            }")
-    L += ["        }", "    }", "    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
+    L += ["        }", "    }"]
+    if forced:
+        L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
+    L += ["    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
     return "\n".join(L) + "\n"
 
 
@@ -643,6 +748,8 @@ def reduction_source(k: ReductionKernel) -> str:
     dim is the inner run, summed pairwise (NumPy's algorithm) for floats.
     """
     n_in, name = len(k.operands), k.name
+    preset_values = {k.reductions[i].value for i in row_buffers(k)}
+    forced = forced_values(k.outputs, preset_values) if k.outputs else []
     fields = "".join(f" const {ctype(o.dtype)} *p{i}; int64_t s{i};"
                      for i, o in enumerate(k.operands))
     fields += "".join(f" {_red_out_ctype(r)} r{i};" for i, r in enumerate(k.reductions))
@@ -684,6 +791,7 @@ def reduction_source(k: ReductionKernel) -> str:
           "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
           "    {",
           "    feclearexcept(FE_ALL_EXCEPT);",
+          *(["    uint64_t keep = 0;"] if forced else []),
           "    #pragma omp for schedule(static)",
           "    for (int64_t o = 0; o < nout; o++) {",
           f"        {name}_row row;",
@@ -707,7 +815,8 @@ def reduction_source(k: ReductionKernel) -> str:
               "            const " + name + "_row *rp = &row;"]
         for variant in ("contig", "strided"):
             if variant == "contig":
-                L += ["            if (contig) {", "            #pragma omp simd"]
+                L += ["            if (contig) {", "            #pragma omp simd"
+                      + (" reduction(|:keep)" if forced else "")]
                 load = lambda v: f"rp->p{v.operand}[j]"  # noqa: E731
             else:
                 L += ["            } else {"]
@@ -717,12 +826,15 @@ def reduction_source(k: ReductionKernel) -> str:
                       for i, e in row_buffers(k).items()}
             lines, names = _body(k.outputs, load, "                ",
                                  lambda rr: f"rp->r{rr.index}", preset)
-            L += lines
+            L += lines + _keep_lines(forced, names, "                ")
             L += [f"                out{n_red + j}[oo + j] = {names[v]};"
                   for j, v in enumerate(k.outputs)]
             L += ["            }"]
         L += ["            }", "        }"]
-    L += ["    }", "    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
+    L += ["    }"]
+    if forced:
+        L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
+    L += ["    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
     return "\n".join(L) + "\n"
 
 
@@ -762,7 +874,10 @@ def _simd_declarations(kernels: list[Kernel]) -> str:
 def module_source(kernels: list[Kernel], vector_math: bool = True) -> str:
     """One translation unit holding every kernel of a graph."""
     decls = _simd_declarations(kernels) if vector_math else ""
-    return _PROLOGUE + decls + "\n" + "\n".join(kernel_source(k) for k in kernels)
+    bodies = [kernel_source(k) for k in kernels]
+    if any("DYN_BITS(" in b for b in bodies):
+        decls += _KEEP_HELPERS
+    return _PROLOGUE + decls + "\n" + "\n".join(bodies)
 
 
 def cdef_for(kernels: list[Kernel]) -> str:

@@ -13,7 +13,12 @@ Rules, in the order they apply:
 2. A pointwise node is *inlined* (never materialised) when every user is a lowered node over the
    same domain shape in the same epoch (or, for a per-row value computed only from reduction
    results, a domain it broadcasts to); its expression is then recomputed inside each
-   consumer's kernel (inside one kernel it is computed once). Otherwise it is a *root*.
+   consumer's kernel (inside one kernel it is computed once). Otherwise it is a *root*. A node
+   whose expression may raise a floating-point flag, read by a user that could let gcc skip
+   computing it (a ``where`` branch, ``v > v``, ``x ** 0``: `_keeps_operand`), is inlined only
+   where the C keeps it alive (pointwise loops and epilogues: `codegen_c.forced_values`);
+   if it could reach a reduction's element function it is a root (stored): either way every
+   element is computed, so its flags (NumPy's warnings) are never lost.
 3. Pointwise roots with the same domain shape and epoch share a kernel (several outputs) unless
    a root reads, through nodes outside the kernel, something that depends on the kernel - which
    would make a cycle. Reductions over the same domain and axes share a *row kernel* (one
@@ -35,13 +40,16 @@ import numpy as np
 from .loop_ir import (
     Kernel,
     Load,
+    Op,
     Operand,
     PointwiseKernel,
     Reduction,
     ReductionKernel,
     RowRef,
     Value,
+    walk,
 )
+from .codegen_c import ARITHMETIC, keeps, raises_fp
 from .lowering import Lowered, lower
 
 __all__ = ["FusionPlan", "plan_fusion", "is_mutating"]
@@ -127,6 +135,51 @@ def _leaves(node: Any, plans: dict[Any, Lowered], inlined: set[Any]) -> set[Any]
     return out
 
 
+def _placeholder_value(plan: Lowered, marked: Any = None) -> Value:
+    """``plan``'s expression over one Load per input (operand index = input position); the
+    input ``marked`` gets operand -1."""
+    index = {n: i for i, n in enumerate(plan.inputs)}
+    return plan.build(lambda n: Load(-1 if n is marked else index.get(n, len(index)),
+                                     n.meta["val"].dtype))
+
+
+def _raises_fp(plan: Lowered) -> bool:
+    """May ``plan``'s own operation raise a floating-point flag (FE_DIVBYZERO, ...)?"""
+    if plan.kind != "pointwise":
+        return True
+    return any(raises_fp(v) for v in walk([_placeholder_value(plan)]))
+
+
+def _keeps_operand(user: Lowered, n: Any, risky: set[Any]) -> bool:
+    """Does ``user``'s C code compute its input ``n`` for every element, whatever gcc folds
+    (`codegen_c.keeps`)? Reductions do. Inside a kernel, structurally equal expressions are
+    one value (``1 / a > 1 / a`` is ``v > v``, which gcc folds to false), so a comparison or
+    other non-arithmetic op reading ``n`` and another value that may raise FP flags (a node
+    in ``risky``) counts as not keeping ``n`` either."""
+    if user.kind != "pointwise":
+        return True
+    top = _placeholder_value(user, n)
+    mine: dict[Value, bool] = {}  # depends on n
+    flagged: dict[Value, bool] = {}  # depends on a risky input (n included)
+    for v in walk([top]):
+        if isinstance(v, Load):
+            mine[v] = v.operand == -1
+            flagged[v] = mine[v] or (0 <= v.operand < len(user.inputs)
+                                     and user.inputs[v.operand] in risky)
+            continue
+        if not isinstance(v, Op):
+            mine[v] = flagged[v] = False
+            continue
+        mine[v] = any(mine[a] for a in v.args)
+        flagged[v] = any(flagged[a] for a in v.args)
+        for i, a in enumerate(v.args):
+            if mine[a] and not keeps(v, i):
+                return False
+        if mine[v] and sum(flagged[a] for a in v.args) >= 2 and v.name not in ARITHMETIC:
+            return False
+    return True
+
+
 def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
     """Group ``graph``'s nodes into kernels; see the module docstring for the rules."""
     nodes = list(graph.nodes)
@@ -176,14 +229,42 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         except ValueError:
             return False
 
+    # FP flags must not get lost: a value that may raise one and is read by an op through
+    # which gcc may skip computing it (a `where` branch, `v > v`, ...) must be computed for
+    # every element anyway (kept alive by the C, or stored).
+    risky: set[Any] = set()  # pointwise nodes whose expression (all inlined) may raise
+    for n, plan in plans.items():
+        if plan.kind == "pointwise" and (_raises_fp(plan) or any(i in risky
+                                                                 for i in plan.inputs)):
+            risky.add(n)
+    flags_in: dict[Any, bool] = {}  # pointwise node -> its inlined expression may raise FE_*
+    # Could a node's expression end up inlined into a reduction's element function? (Users
+    # come later in graph order: one backward pass, no recursive closure, no reference cycle.)
+    feeds_reduction: dict[Any, bool] = {}
+    for n in reversed(nodes):
+        feeds_reduction[n] = any(u in plans and (plans[u].kind == "reduction"
+                                                 or feeds_reduction.get(u, False))
+                                 for u in n.users)
+
     for n, plan in plans.items():
         if plan.kind != "pointwise":
             continue
         users = list(n.users)
+        flags_in[n] = _raises_fp(plan) or any(flags_in.get(i, False) for i in plan.inputs
+                                               if i in inlined)
         bad = next((u for u in users if u not in plans or epoch[u] != epoch[n]
                     or not fits(n, u)), None)
-        if users and bad is None:
+        dropper = None
+        if bad is None and flags_in[n]:
+            dropper = next((u for u in users if not _keeps_operand(plans[u], n, risky)), None)
+        if users and bad is None and (dropper is None or not feeds_reduction[n]):
+            # A value a user could let gcc skip is kept alive in a pointwise loop (the kernel
+            # ORs its bits into a flag sink, `codegen_c.forced_values`); a reduction's
+            # element functions have no sink, so there it is stored instead.
             inlined.add(n)
+        elif dropper is not None:
+            materialized_why[n] = (f"may raise FP flags that {dropper.name} could skip "
+                                   "(stored, so every element is computed, as in NumPy)")
         elif not users:
             materialized_why[n] = "no users"
         elif bad.op == "output":

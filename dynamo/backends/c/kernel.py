@@ -18,8 +18,8 @@ runs the kernel's NumPy path, so the warnings are NumPy's own (category, message
 ufunc, order) and spurious flags of libm (e.g. ``hypot(inf, nan)``) never surface. When any
 mode is 'raise', 'call', 'print' or 'log', or 'under' is not 'ignore' (NumPy's default; libm
 and NumPy's loops disagree on underflow flags), the kernel is not used at all (`fp_warn_mask`
-is None) and the NumPy path runs instead, so exceptions and callbacks happen exactly where
-NumPy would raise them.
+is None) and the NumPy path runs instead (the program `compile_graph` builds then runs the whole
+graph as written), so exceptions and callbacks happen exactly where NumPy would raise them.
 """
 
 from __future__ import annotations
@@ -276,8 +276,9 @@ class _Runner:
 class PointwiseRunner(_Runner):
     """Runs a `PointwiseKernel`: ``runner(inputs) -> (outputs, FE flags)`` or None (use NumPy).
 
-    Each output is laid out as NumPy would lay it out (order 'K' over the operands that output
-    reads, not over the whole kernel's): the kernel runs in the axis order most outputs want,
+    Each output is laid out as NumPy would lay it out (order 'K' over the temporaries eager code
+    makes on the way to that output, not over the whole kernel's operands; `_node_orders`):
+    the kernel runs in the axis order most outputs want,
     and an output that wants another order is copied into it (one extra pass, rare: outputs of
     one kernel reading inputs of different layouts).
     """
@@ -286,9 +287,44 @@ class PointwiseRunner(_Runner):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: For each output, the operand indices its expression reads (its NumPy layout's votes).
-        self.out_operands = [sorted({v.operand for v in walk([o]) if isinstance(v, Load)})
-                             for o in self.kernel.outputs]
+        k = self.kernel
+        # NumPy's layout of each output follows the temporaries eager code creates on the way
+        # (each fused-away node is one, laid out by its own rule over its own inputs), not
+        # the kernel's inputs directly: `a.astype(np.int32) <= +a` with `a` broadcast is
+        # C-ordered in NumPy (the `+a` temporary is C, it wins the conflict with the astype's
+        # F order) although `a` alone would leave the order open.
+        # Steps: (member node, rule, its array input nodes); "like": ndarray.astype (order
+        # 'K' copies the input's stride order, PyArray_NewLikeArray); "iter": ufuncs, where,
+        # clip (the iterator's rule, `output_order`).
+        operand_of = {od.node: i for i, od in enumerate(k.operands)}
+        known = set(operand_of)
+        self.layout_steps: list[tuple[Any, str, list[Any]]] = []
+        for n in k.members:
+            ins = [x for x in n.all_input_nodes if x in known]
+            rule = "like" if n.op == "call_method" and n.target == "astype" else "iter"
+            self.layout_steps.append((n, rule, ins))
+            known.add(n)
+        self.operand_of = operand_of
+
+    def _node_orders(self, strides: list[list[int]]) -> list[tuple[int, ...]]:
+        """The axis order (outermost first) NumPy gives each output, from the inputs' domain
+        strides, following every fused-away temporary (see ``__init__``)."""
+        shape = self.kernel.shape
+        st: dict[Any, list[int]] = {n: strides[i] for n, i in self.operand_of.items()}
+        order: dict[Any, tuple[int, ...]] = {}
+        for n, rule, ins in self.layout_steps:
+            if rule == "like" and len(ins) == 1 and len(shape) > 1:
+                src = st[ins[0]]
+                perm = sorted(range(len(shape)), key=lambda d: -abs(src[d]))
+            elif rule == "like":
+                perm = list(range(len(shape)))
+            else:
+                perm = output_order(shape, [st[x] for x in ins])
+            order[n] = tuple(perm)
+            st[n] = _contiguous_strides(shape, perm)
+        return [order[n] if n in order else
+                tuple(output_order(shape, [st[n]] if n in st else []))
+                for n in self.kernel.out_nodes]
 
     def _plan(self, arrays: list[np.ndarray]) -> Any:
         """(layout block or None for an empty domain, iteration axis order or None for C,
@@ -297,8 +333,7 @@ class PointwiseRunner(_Runner):
         strides = [broadcast_strides(a, shape) for a in arrays]
         if any(st is None for st in strides):
             return False
-        wanted = [tuple(output_order(shape, [strides[i] for i in ops]))  # type: ignore[misc]
-                  for ops in self.out_operands]
+        wanted = self._node_orders(strides)  # type: ignore[arg-type]
         perm = list(max(wanted, key=wanted.count)) if wanted else list(range(len(shape)))
         fixes = [None if list(w) == perm else list(w) for w in wanted]
         if not any(fixes):

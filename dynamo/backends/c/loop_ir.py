@@ -35,12 +35,29 @@ class Load:
     dtype: np.dtype
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Const:
-    """A compile-time constant, already converted to ``dtype`` (a Python int/float/bool)."""
+    """A compile-time constant, already converted to ``dtype`` (a Python int/float/bool).
+
+    Equal (one value inside a kernel) only when type, dtype and bits agree: ``0.0 == -0.0`` in
+    Python, but merging them would turn ``np.clip(x, -0.0, 0.0)`` into ``np.clip(x, -0.0,
+    -0.0)``; and two NaN constants are one value.
+    """
 
     value: Any
     dtype: np.dtype
+
+    def _key(self) -> tuple:
+        v = self.value
+        if isinstance(v, float):
+            return (float, repr(v), self.dtype)  # repr: '-0.0' != '0.0', 'nan' == 'nan'
+        return (type(v), v, self.dtype)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Const) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True, eq=True, unsafe_hash=False)

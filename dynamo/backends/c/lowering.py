@@ -10,7 +10,9 @@ dtypes come from ``ufunc.resolve_dtypes`` (NEP 50 weak Python scalars included),
 non-ufunc functions/methods have one builder each (`FUNCTION_BUILDERS`, `METHOD_BUILDERS`).
 The lowering refuses (returns None) whenever NumPy's result could differ: unsupported dtypes
 (float16, complex, ...), integer floor division/modulo/shifts, float->int casts, negative integer
-powers, keyword arguments such as ``out=``/``dtype=``/``where=``, empty max/min/mean.
+powers, float powers NumPy computes with its own pow (all but 2, -1, 0.5, 0, 1), integer
+arithmetic operators on NumPy scalars (scalar math warns on overflow), keyword arguments such as
+``out=``/``dtype=``/``where=``, empty max/min/mean.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ _FLOAT_ONLY = {"divide", "reciprocal", "isnan", "isinf", "isfinite", "signbit",
                *FLOAT_MATH}
 _INT_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert"}
 _NOT_UFUNC_OPS = {"where", "cast", "powi", "clip_lo", "clip_hi"}
+#: Integer ops whose NumPy scalar math (an operator on NumPy scalars) warns on overflow.
+_SCALAR_CHECKED = {"add", "subtract", "multiply", "negative", "absolute"}
 
 
 @dataclass
@@ -153,6 +157,12 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
         raise _Refuse(f"{name} lowered for integer loops only")
     if len(set(in_dts)) != 1 and name not in ("power",):
         raise _Refuse(f"{name}: mixed loop input dtypes {in_dts}")
+    if (name in _SCALAR_CHECKED and out_dt.kind in "iu" and node.target is not uf
+            and all(_meta(a).is_scalar for a in args if _is_node(a))):
+        # Python operators on NumPy integer scalars run NumPy's scalar math, which checks
+        # for overflow ("overflow encountered in scalar add"); the ufunc loop (and a kernel)
+        # wraps silently. One element is no work for a kernel anyway.
+        raise _Refuse(f"{name} on NumPy integer scalars (scalar math warns on overflow)")
     param = None
     op_name = name
     if name == "power":
@@ -169,14 +179,15 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
 
 
 def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
-    # Float exponents do what NumPy's power does (`x ** k` and `np.power` agree bit for bit):
-    # 2 is a square, -1 a reciprocal and 0.5 a sqrt (so (-0.0) ** 0.5 is -0.0 and
-    # (-inf) ** 0.5 is nan, unlike C's pow); 0 and 1 are exact (1 and x); every other exponent,
-    # 3 and 4 included, is a pow() call (repeated multiplies would round at each step: 26% of
-    # x ** 3 would differ from NumPy instead of pow's few ULP-level differences, see
-    # docs/c_backend.md). Integer powers are exact by repeated squaring; their exponents must
-    # be non-negative constants (NumPy raises for negative ones and the loop would not).
-    # Array exponents stay NumPy calls.
+    # Float exponents do what NumPy's power loop does (`x ** k` and `np.power` agree bit for
+    # bit): 2 is a square, -1 a reciprocal and 0.5 a sqrt (so (-0.0) ** 0.5 is -0.0 and
+    # (-inf) ** 0.5 is nan, unlike C's pow); 0 and 1 are exact (1 and x). Every other float
+    # exponent, 3 and 4 included, stays a NumPy call: NumPy's loop calls its own pow (SVML's
+    # on AVX-512 machines), whose last bit glibc's pow/libmvec and repeated multiplies do not
+    # reproduce (multiplies differed on 26-50% of x ** 3, pow on a few percent), and the
+    # backend does not guess bits. Integer powers are exact by repeated squaring; their
+    # exponents must be non-negative constants (NumPy raises for negative ones and the loop
+    # would not). Array exponents stay NumPy calls.
     if _is_node(exponent):
         raise _Refuse("power with an array exponent")
     e = exponent.item() if isinstance(exponent, np.generic) else exponent
@@ -187,7 +198,8 @@ def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
             return "reciprocal", None
         if float(e) == 0.5:
             return "sqrt", None
-        return "power", None
+        raise _Refuse(f"float power with exponent {e!r}: NumPy's pow loop (its last bit is "
+                      "NumPy's own)")
     if isinstance(e, (int, np.integer)) and not isinstance(e, bool) and 0 <= e <= 64:
         return "powi", int(e)
     raise _Refuse("integer power exponent must be a constant in [0, 64]")

@@ -195,7 +195,14 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             continue
         elif first <= i <= back:
             if item.name == "RETURN_VALUE":
-                body += ins.jump_forward(epilogue(("return", depth[i] - 1)))
+                # (RETURN, value) is built and returned right here, not by a jump to a shared
+                # epilogue: a loop nested in this one, planned later inside the body function,
+                # must see a return, not a jump out of it (which it would take for a `break`).
+                ret = ins.load_const(RETURN) + ins.swap(2) + ins.build_tuple(2)
+                ret += ins.drop_below(depth[i] - 1) + ins.return_value()
+                for instr in ret:
+                    instr.location = item.location
+                body += ret
                 continue
             if item.has_jump():
                 target = info.target(i)

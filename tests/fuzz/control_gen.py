@@ -45,8 +45,8 @@ from hypothesis import strategies as st
 #: pattern would be generated. Each has a minimal repro in tests/dynamo/test_property_repros.py
 #: (strict xfail): when that test starts passing, remove the name here. (Removed after 2,000
 #: examples on each backend: try_except_then_call, iterate_rows_of_mutated_array,
-#: list_append_then_rebind_in_loop; while_graph_break_continue after its fix, property test
-#: re-run on the eager backend.)
+#: list_append_then_rebind_in_loop; while_graph_break_continue and return_in_loop_inside_while
+#: after their fixes, property test re-run on the eager backend.)
 KNOWN_BUGS: set[str] = {
     # A negative NaN Python float (sign bit set: 0/0 gives one on x86, so does np.negative(nan))
     # becomes a positive NaN in the graph: `np.ones(2) * s` with s = -nan gives +nan compiled.
@@ -60,11 +60,6 @@ KNOWN_BUGS: set[str] = {
     # which warns "was recompiled 8 times". Avoided by the test: that one warning is left out
     # of the comparison. Repro: test_float_of_data_at_a_break_does_not_recompile_per_value.
     "resume_of_helper_recompiles_per_value",
-    # `while c < 5: c += 1; for i in range(3): if y[0].sum() < 2.0: return x` warns "internal
-    # error while compiling f.<loop body at line N>: RuntimeError: Failed to compute stacksize,
-    # got negative size" (the result is right: the body runs in plain Python). Avoided: no
-    # `return` from inside a while loop. Repro: test_return_from_for_loop_inside_while_loop.
-    "return_in_loop_inside_while",
     # Found once try_except_then_call was removed: `h(y)` then `h()` (caught) for
     # `def h(*ts): return ts[0] + 1`: the entry compiled for h() (a break at the raising
     # ts[0]) has no guard on len(ts), goes first in the cache and catches the next h(y),

@@ -36,7 +36,7 @@ from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
-from .resume import mark_plain_loop, resume_code
+from .resume import mark_plain_loop, resume_code, super_receiver
 from .side_effects import SideEffects
 from .variables.base import NullVariable, VariableTracker
 from .variables.containers import DictVariable, ListVariable
@@ -210,8 +210,16 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     # A loop driver or a try/with statement copied here runs on the stack as the original had
     # it (a handler's stack depth is counted from the bottom): nothing goes under it.
     driven = exit.loop_plan is not None or exit.region is not None
+    receiver = super_receiver(code)
     if not driven:
         gen.extend(ins.push_null() + ins.load_const(tail_call))
+        if receiver is not None:  # (the resume function's first argument: see super_receiver)
+            if receiver in exit.locals:
+                gen.reconstruct(exit.locals[receiver])
+            elif receiver in exit.untouched_args:
+                gen.extend(ins.load_fast(receiver))
+            else:
+                raise Unsupported(f"super() needs {receiver!r}, which is unbound here")
     # Everything the rest of the frame needs is loaded before anything is stored, and before the
     # instruction runs (which may rebind globals or mutate objects a Source reads through); one
     # of the operands may be read from a local that a store below rebinds (``y = x; x = x + 1;
@@ -225,6 +233,8 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     passed: set[str] = set()
     for _, _, live in exit.continuations:
         passed.update(live)
+    if receiver is not None and driven:
+        passed.add(receiver)  # (loaded by name where the statement or loop ends)
     for name in sorted(passed):
         if name in exit.locals:
             gen.reconstruct(exit.locals[name])
@@ -277,10 +287,11 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     resume = resume_code(code, target, stack_nulls, live)
     if exit.plain_loop is not None:
         mark_plain_loop(resume.code, exit.plain_loop)
-    for name in live:
+    for name in resume.live_locals:
         gen.extend(ins.load_fast(name))
     _make_resume_function(gen, code, resume)
-    nargs = stack_nulls.count(False) + len(live) + 1
+    nargs = stack_nulls.count(False) + len(resume.live_locals) + 1 + (
+        super_receiver(code) is not None)
     gen.extend(ins.call(nargs) + ins.return_value())
 
 
@@ -289,10 +300,22 @@ def _call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[s
     these (bound) locals."""
     resume = resume_code(code, target, (), names)
     gen.extend(ins.push_null() + ins.load_const(tail_call))
-    for name in names:
+    _load_receiver(gen, code)
+    for name in resume.live_locals:
         gen.extend(ins.load_fast(name))
     _make_resume_function(gen, code, resume)
-    gen.extend(ins.call(1 + len(names)) + ins.return_value())
+    gen.extend(ins.call(1 + _receiver_count(code) + len(resume.live_locals))
+               + ins.return_value())
+
+
+def _load_receiver(gen: Codegen, code: types.CodeType) -> None:
+    receiver = super_receiver(code)
+    if receiver is not None:
+        gen.extend(ins.load_fast(receiver))
+
+
+def _receiver_count(code: types.CodeType) -> int:
+    return int(super_receiver(code) is not None)
 
 
 def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
@@ -353,12 +376,14 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
         for k in reversed(range(depth)):
             gen.extend(ins.store_fast(f"{EXIT_TEMP}{k}"))
         gen.extend(ins.push_null() + ins.load_const(tail_call))
+        _load_receiver(gen, code)
         for k in range(depth):
             gen.extend(ins.load_fast(f"{EXIT_TEMP}{k}") + ins.delete_fast(f"{EXIT_TEMP}{k}"))
-        for name in names:
+        for name in resume.live_locals:
             gen.extend(ins.load_fast(name))
         _make_resume_function(gen, code, resume)
-        gen.extend(ins.call(depth + len(names) + 1) + ins.return_value())
+        gen.extend(ins.call(_receiver_count(code) + depth + len(resume.live_locals) + 1)
+                   + ins.return_value())
 
 
 def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> None:

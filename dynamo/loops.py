@@ -35,7 +35,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import instructions as ins
 from .bytecode_analysis import code_info
-from .resume import continuation_code, mark_loop_body, place_label
+from .resume import continuation_code, mark_loop_body, place_label, super_receiver
 
 __all__ = ["LoopPlan", "plan_loop", "ITEM"]
 
@@ -73,6 +73,8 @@ def plan_loop(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPl
 
 
 def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan | None:
+    if super_receiver(code) is not None:
+        return None  # (a body function's first argument is the item, not what super() reads)
     info = code_info(code)
     iterates = info.instructions[entry].name == "GET_ITER"
     header = entry + 1 if iterates else entry

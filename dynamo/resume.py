@@ -38,6 +38,7 @@ from . import instructions as ins
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
+           "super_receiver",
            "STACK_PREFIX"]
 
 STACK_PREFIX = "___stack"
@@ -114,9 +115,24 @@ def origin_names(code: types.CodeType) -> tuple[str, str]:
     return _origin.get(code, (code.co_name, code.co_qualname))
 
 
+def super_receiver(code: types.CodeType) -> str | None:
+    """The argument a zero-argument ``super()`` in `code` reads, when a continuation of `code`
+    must receive it first: CPython takes ``super()``'s object from the frame's first local
+    slot (and its class from the ``__class__`` cell), so a resume function of a method that
+    uses ``super()`` has ``self`` as its first argument, before the stack values."""
+    if "__class__" not in code.co_freevars or not code.co_argcount:
+        return None
+    name = code.co_varnames[0]
+    return None if name in code.co_cellvars else name
+
+
 def resume_code(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
                 live_locals: tuple[str, ...]) -> ResumeCode:
-    """The (cached) resume function for continuing `code` at instruction index `target`."""
+    """The (cached) resume function for continuing `code` at instruction index `target`.
+    Its arguments: `super_receiver(code)` if any, the stack values, then `live_locals` (the
+    receiver left out of them)."""
+    receiver = super_receiver(code)
+    live_locals = tuple(name for name in live_locals if name != receiver)
     key = (target, stack_nulls, live_locals)
     per_code = _resume_codes.setdefault(code, {})
     found = per_code.get(key)
@@ -166,7 +182,10 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
         instr.lineno = target_lineno
 
     suffix = f" #{serial}" if serial else ""
-    new_code = continuation_code(code, original, prologue + body, stack_args + list(live_locals),
+    receiver = super_receiver(code)
+    first = [receiver] if receiver is not None else []
+    new_code = continuation_code(code, original, prologue + body,
+                                 first + stack_args + list(live_locals),
                                  closure_names, f"<resume at line {target_lineno}{suffix}>")
     return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names)
 

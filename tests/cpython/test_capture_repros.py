@@ -322,9 +322,7 @@ def test_function_identity_survives_graph_break(tmp_path):
     """)
 
 
-@open_bug("resume functions: zero-argument super() after a graph break raises 'super(type, "
-          "obj): obj must be an instance or subtype of type' or finds the wrong class "
-          "(test_sys_settrace TraceOpcodesTestCase.*, test_descr test_slots_special2)")
+# Fixed: a resume function of a method using super() gets `self` as its first argument.
 def test_zero_argument_super_after_graph_break(tmp_path):
     same_as_plain(tmp_path, """
         import textwrap

@@ -934,3 +934,30 @@ def test_traceback_through_a_break_instruction_shows_the_users_columns():
             return traceback.format_exc().splitlines()[-3:]
 
     assert formatted(dynamo.compile(divides_by_zero, backend="eager")) == formatted(divides_by_zero)
+
+
+class _Base:
+    def m(self, x):
+        return x + 1
+
+
+class _Derived(_Base):
+    def m(self, x):
+        y = np.sin(x)
+        print("break")                   # graph break: the rest is a resume function
+        with np.errstate(all="ignore"):  # a region: its exit is another resume function
+            z = super().m(y)
+        for i in range(3):               # a loop around super(): runs in plain Python
+            print(i)
+            z = z + super().m(0.0)
+        return super().m(z) * 2
+
+
+def test_zero_argument_super_after_graph_breaks(capsys):
+    x = np.arange(3.0)
+    expected = _Derived().m(x)
+    plain_out = capsys.readouterr().out
+    out = dynamo.explain(_Derived.m)(_Derived(), x)
+    np.testing.assert_array_equal(out.result, expected)
+    assert capsys.readouterr().out == plain_out
+    assert out.graph_count >= 2

@@ -110,6 +110,59 @@ IDENTITY = Known(
     "OPEN (dynamo/resume.py): a function created in the captured frame is rebuilt as a new "
     "object at a graph break (sys.setprofile(fn); sys.getprofile() is not fn). Repro: "
     "test_function_identity_survives_graph_break.")
+STACK_VALUES = Known(
+    "OPEN (dynamo/resume.py): after some graph breaks the resume function receives a wrong "
+    "stack value (\"'str' object has no attribute 'co_firstlineno' / '__dict__'\"). Repro: "
+    "test_attribute_of_local_function_at_graph_break.")
+CELLS = Known(
+    "OPEN (dynamo/resume.py): a cell variable of the original frame is a free variable of the "
+    "resume function, so reading it once emptied raises NameError ('cannot access free "
+    "variable') instead of UnboundLocalError. Repro: "
+    "test_empty_cell_after_graph_break_is_unbound_local.")
+USER_GETATTRIBUTE = Known(
+    "OPEN (translator/guards): reading obj.__class__/__module__ runs the object's own "
+    "__getattribute__ (a side effect the user sees). Repro: "
+    "test_translation_runs_no_user_getattribute.")
+CO_EXTRA = Known(
+    "OPEN (dynamo/resume.py, graph breaks; no longer co_extra: npdynamo gives no code object a "
+    "co_extra array): the test method breaks the graph at the ctypes call, and the "
+    "transformed frame keeps the values it passes to the resume function, so `del f` there does "
+    "not free the lambda's code until the test returns (LAST_FREED is still None/100). Repro: "
+    "test_del_after_graph_break_frees_the_object.")
+LINECACHE = Known(
+    "OPEN (fx/graph_module.py): generated graph code registers its source in linecache (so "
+    "it can be shown and stepped through), and the tests assert linecache stays empty.")
+RECOMPILE_WARNING = Known(
+    "npdynamo warns once when a function hits dynamo.config.cache_size_limit (issue 7 asks "
+    "for this warning); the test compares the exact stderr of a recursion that recompiles "
+    "on every depth.", open_bug=False)
+FRAME_CODE = Known(
+    "A frame runs the code npdynamo made for it (transformed code, or a resume function), "
+    "and frame.f_code is that code: dis.distb() of a traceback through a captured frame "
+    "disassembles it (TorchDynamo has the same; tracers and debuggers get the original: "
+    "frames run their original bytecode while a trace function is set).", open_bug=False)
+DEEP_CHAIN = Known(
+    "OPEN, flaky, not reduced yet: a chain of 1,000 exception contexts built by recursion "
+    "differs in some runs under capture (suspected: the recursion headroom the hook keeps, "
+    "which depends on how many frames are compiled at that point).", flaky=True)
+SETTRACE_IN_CALLEE = Known(
+    "OPEN (C hook, tail calls): a function called at a graph break starts tracing and sets "
+    "the caller's f_trace (test_sys_settrace's settrace_and_return/raise); the rest of the "
+    "caller then runs as a resume function, a new frame, so the tracer sees a call event "
+    "and its lines. (Frames that call sys.settrace themselves are never split.)")
+ITERATORS = Known(
+    "OPEN (translator): enumerate()/reversed()/generators made in a captured frame escape as "
+    "a list or tuple_iterator. Repro: test_escaping_iterators_keep_their_type.")
+UNEXPLAINED = Known(
+    "OPEN, not reduced yet: a boolean expression in a resume function came out False where "
+    "plain Python has True (test_gc test_garbage_at_shutdown, `(a in s) or (b in s)` after "
+    "several graph breaks).")
+SIGINT = Known(
+    "OPEN, flaky (C hook / Ctrl-C safety): _testcapi.raise_SIGINT_then_send_None: the "
+    "KeyboardInterrupt was once lost under capture (the generator saw no exception); "
+    "suspected: npdynamo Python code (weakref callbacks, guards) runs where the pending "
+    "signal is delivered and swallowed.", flaky=True)
+
 
 def _ids(module: str, known: Known, *names: str) -> dict[str, Known]:
     return {f"test.{module}.{name}": known for name in names}

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import dynamo
+from support.oracle import views as _views
 
 
 class CountingBackend:
@@ -86,27 +87,6 @@ def assert_same(expected: Any, actual: Any, where: str = "result") -> None:
         assert math.isnan(actual), f"{where}: {actual!r} != nan"
     else:
         assert actual == expected, f"{where}: {actual!r} != eager {expected!r}"
-
-
-def _views(result: Any, args: tuple) -> list[list[bool]]:
-    """For each array in `result` (flattened): which array arguments and outputs it aliases."""
-    flat: list[np.ndarray] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, np.ndarray):
-            flat.append(value)
-        elif isinstance(value, (tuple, list)):
-            for v in value:
-                walk(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-
-    walk(result)
-    arrays = [a for a in args if isinstance(a, np.ndarray)]
-    # Also among the outputs themselves: `return y, y` (same object), `return y, y[0]` (a view).
-    return [[np.shares_memory(r, a) for a in arrays]
-            + [(r is o, np.shares_memory(r, o)) for o in flat] for r in flat]
 
 
 class View:

@@ -49,7 +49,8 @@ class ResumeCode:
     """A continuation function's code and how to call it."""
 
     code: types.CodeType
-    #: Argument order after the stack values: the live locals the caller passes.
+    #: Argument order after the stack values: the locals the caller passes (a method using
+    #: super() also passes `super_receiver(code)`, first of all).
     live_locals: tuple[str, ...]
     #: Stack slots, bottom first: True where the slot holds NULL (re-pushed, not passed).
     stack_nulls: tuple[bool, ...]

@@ -20,7 +20,7 @@ import shutil
 import numpy as np
 import pytest
 
-from support.c_graphs import build
+from support.c_graphs import build, same_bits
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -39,15 +39,6 @@ def layouts(a: np.ndarray) -> dict[str, np.ndarray]:
     if a.ndim > 2:
         out["rolled"] = np.ascontiguousarray(np.moveaxis(a, 1, 0)).swapaxes(0, 1)
     return out
-
-
-def same_bits(got, want) -> bool:
-    if isinstance(want, tuple):
-        return (type(got) is tuple and len(got) == len(want)
-                and all(same_bits(g, w) for g, w in zip(got, want)))
-    return (type(got) is type(want) and np.shape(got) == np.shape(want)
-            and np.asarray(got).dtype == np.asarray(want).dtype
-            and np.asarray(got).tobytes() == np.asarray(want).tobytes())
 
 
 def check_layouts(fn, a: np.ndarray) -> int:

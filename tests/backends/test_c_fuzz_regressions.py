@@ -17,18 +17,9 @@ import numpy as np
 import pytest
 
 from dynamo.backends.c.loop_ir import Const
-from support.c_graphs import build
+from support.c_graphs import build, same_bits
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-
-
-def same_bits(got, want) -> bool:
-    if isinstance(want, tuple):
-        return (type(got) is tuple and len(got) == len(want)
-                and all(same_bits(g, w) for g, w in zip(got, want)))
-    return (type(got) is type(want) and np.shape(got) == np.shape(want)
-            and np.asarray(got).dtype == np.asarray(want).dtype
-            and np.asarray(got).tobytes() == np.asarray(want).tobytes())
 
 
 def calls(f) -> int:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from dynamo.backends.c import compile_graph
 from fx import Graph, GraphModule, Proxy
 from fx.passes.shape_prop import propagate_shapes
@@ -30,3 +32,14 @@ def build(fn: Callable, inputs: Sequence[Any], **options: Any) -> tuple[GraphMod
     options.setdefault("min_size", 0)
     options.setdefault("calibrate", False)
     return gm, compile_graph(gm, inputs, **options)
+
+
+def same_bits(got: Any, want: Any) -> bool:
+    """Same type, shape, dtype and bytes (tuples item by item): exactness, -0.0 and NaN
+    payloads included."""
+    if isinstance(want, tuple):
+        return (type(got) is tuple and len(got) == len(want)
+                and all(same_bits(g, w) for g, w in zip(got, want)))
+    return (type(got) is type(want) and np.shape(got) == np.shape(want)
+            and np.asarray(got).dtype == np.asarray(want).dtype
+            and np.asarray(got).tobytes() == np.asarray(want).tobytes())

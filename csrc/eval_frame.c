@@ -41,6 +41,7 @@
  */
 #include "cache.h"
 #include "frame_view.h"
+#include "guards.h"
 
 #include <pthread.h> /* after Python.h, which defines _GNU_SOURCE (pthread_getattr_np) */
 #include <stdint.h>
@@ -268,11 +269,13 @@ static PyObject *run_deep(PyThreadState *ts, npd_frame *frame, int throw_flag) {
     return result;
 }
 
-/* Walk the cache: call each guard as check_fn(*slots, globals, closure or None).  Returns 1 on
- * a hit (with *func_out = new reference to the function to run), 0 on a miss, -1 on an error
- * that must propagate: out of memory, or a BaseException that is not an Exception
- * (KeyboardInterrupt, SystemExit) raised in a guard -- those belong to the user.  A guard that
- * raises an Exception is reported as unraisable and counts as failed.  Runs suspended. */
+/* Walk the cache: evaluate each entry's guards -- a GuardSet (guards.c) straight on the slots,
+ * any other callable as check_fn(*slots, globals, closure or None).  Returns 1 on a hit (with
+ * *func_out = new reference to the function to run), 0 on a miss, -1 on an error that must
+ * propagate: out of memory, a BaseException that is not an Exception (KeyboardInterrupt,
+ * SystemExit) raised in a guard -- those belong to the user -- or a disagreement found by the
+ * guard self-check mode.  A Python guard that raises an Exception is reported as unraisable
+ * and counts as failed (a GuardSet fails quietly, as its Python text does).  Runs suspended. */
 static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
                         PyObject *globals, PyObject *closure, PyObject *callback,
                         PyObject **func_out) {
@@ -281,23 +284,11 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
     if (extra->head == NULL) {
         return 0;
     }
+    /* Guard sets (guards.c) read the frame's slots directly; any other check_fn is called as
+     * check_fn(*slots, globals, closure) through `buf`, filled the first time one is met. */
     PyObject *small[NPD_SMALL_ARGS + 3];
-    PyObject **buf = small;
+    PyObject **buf = NULL;
     Py_ssize_t total = nargs + 2;
-    if (total + 1 > (Py_ssize_t)(sizeof(small) / sizeof(small[0]))) {
-        buf = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
-        if (buf == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-    }
-    /* buf[0] is scratch space that PY_VECTORCALL_ARGUMENTS_OFFSET lets the callee use. */
-    buf[0] = NULL;
-    for (Py_ssize_t i = 0; i < nargs; i++) {
-        buf[1 + i] = slots[i]; /* borrowed: the frame owns them until we return */
-    }
-    buf[1 + nargs] = globals;
-    buf[2 + nargs] = closure != NULL ? closure : Py_None;
 
     int found = 0;
     /* Entries are never freed while we hold `e` unless `version` moves.  Prepends and
@@ -309,21 +300,51 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
         }
         unsigned long version = extra->version;
         PyObject *check_fn = Py_NewRef(e->check_fn); /* survives even if the entry dies */
-        PyObject *res = PyObject_Vectorcall(
-            check_fn, buf + 1, (size_t)total | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-        int ok = 0;
-        if (res != NULL) {
-            ok = res == Py_True ? 1 : PyObject_IsTrue(res);
-            Py_DECREF(res);
-        }
-        if (res == NULL || ok < 0) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+        int ok;
+        if (Py_IS_TYPE(check_fn, &npd_GuardSetType)) {
+            ok = npd_guardset_check(check_fn, slots, nargs, globals, closure);
+            if (ok < 0) { /* only what must reach the user: KeyboardInterrupt & co., a
+                             self-check disagreement */
                 Py_DECREF(check_fn);
-                found = -1; /* KeyboardInterrupt & co. reach the user */
+                found = -1;
                 break;
             }
-            PyErr_WriteUnraisable(check_fn);
+        } else {
+            if (buf == NULL) {
+                buf = small;
+                if (total + 1 > (Py_ssize_t)(sizeof(small) / sizeof(small[0]))) {
+                    buf = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *));
+                    if (buf == NULL) {
+                        Py_DECREF(check_fn);
+                        PyErr_NoMemory();
+                        return -1;
+                    }
+                }
+                /* buf[0] is scratch space that PY_VECTORCALL_ARGUMENTS_OFFSET lets the callee
+                 * use; the slots are borrowed: the frame owns them until we return. */
+                buf[0] = NULL;
+                for (Py_ssize_t i = 0; i < nargs; i++) {
+                    buf[1 + i] = slots[i];
+                }
+                buf[1 + nargs] = globals;
+                buf[2 + nargs] = closure != NULL ? closure : Py_None;
+            }
+            PyObject *res = PyObject_Vectorcall(
+                check_fn, buf + 1, (size_t)total | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
             ok = 0;
+            if (res != NULL) {
+                ok = res == Py_True ? 1 : PyObject_IsTrue(res);
+                Py_DECREF(res);
+            }
+            if (res == NULL || ok < 0) {
+                if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                    Py_DECREF(check_fn);
+                    found = -1; /* KeyboardInterrupt & co. reach the user */
+                    break;
+                }
+                PyErr_WriteUnraisable(check_fn);
+                ok = 0;
+            }
         }
         Py_DECREF(check_fn);
         if (extra->version != version) {
@@ -337,7 +358,7 @@ static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
             break;
         }
     }
-    if (buf != small) {
+    if (buf != NULL && buf != small) {
         PyMem_Free(buf);
     }
     return found;
@@ -742,7 +763,9 @@ static int capture_init(Capture *self, PyObject *args, PyObject *kwargs) {
         return -1;
     }
     PyObject *callback = cb == Py_None ? NULL : cb;
-    Record *rec = record_new(callback, (PyObject *)self);
+    /* No owner: only with-records are matched by owner (capture_exit), and an owner here
+     * would make every Capture a reference cycle (self->run_record->owner == self). */
+    Record *rec = record_new(callback, NULL);
     if (rec == NULL) {
         return -1;
     }
@@ -1294,6 +1317,10 @@ PyMODINIT_FUNC PyInit__C(void) {
     }
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) {
+        return NULL;
+    }
+    if (npd_guards_init(m) < 0) {
+        Py_DECREF(m);
         return NULL;
     }
     if (PyModule_AddIntConstant(m, "DEFAULT", NPD_DEFAULT) < 0 ||

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 __all__ = [
-    "cache_size_limit", "suppress_errors", "max_instructions", "max_trace_seconds",
+    "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
+    "max_instructions", "max_trace_seconds",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
     "patch", "OPTIONS", "Option",
 ]
@@ -163,6 +164,9 @@ class Option:
     doc: str
     env: str | None = None
     parse_env: Callable[[str], Any] | None = None
+    #: Called with the new value after every change (and once at import), for settings the C
+    #: extension must know about.
+    apply: Callable[[Any], None] | None = None
 
     @property
     def accepted(self) -> str:
@@ -175,10 +179,26 @@ class Option:
             raise type(exc)(f"dynamo.config.{self.name}: {exc}") from None
 
 
+def _apply_guard_self_check(value: bool) -> None:
+    from . import _C  # the extension is a sibling module; importing it needs no dynamo.config
+
+    _C.set_guard_self_check(value)
+
+
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("cache_size_limit", 8, _int_at_least(1),
            "Compiled versions kept per code object; past it the code runs in run-only mode "
            "(one warning).", env="DYNAMO_CACHE_SIZE_LIMIT", parse_env=_env_int),
+    Option("accumulated_cache_size_limit", 2048, _int_at_least(1),
+           "Compiled versions kept over all code objects together (until dynamo.reset()); past "
+           "it, a code object that misses runs in run-only mode (one warning, then the "
+           "recompiles log names each).",
+           env="DYNAMO_ACCUMULATED_CACHE_SIZE_LIMIT", parse_env=_env_int),
+    Option("guard_self_check", False, _bool,
+           "True: every guard evaluation runs both the C guard program and the Python guard "
+           "function and raises AssertionError naming the guard when they disagree (slower; the "
+           "test suite runs with it).", env="DYNAMO_GUARD_SELF_CHECK", parse_env=_env_bool,
+           apply=_apply_guard_self_check),
     Option("suppress_errors", True, _bool,
            "True: an internal compiler error falls back to plain Python with a warning. False: it "
            "is raised as dynamo.InternalError (useful when debugging npdynamo itself).",
@@ -225,6 +245,8 @@ def _from_environment(option: Option) -> Any:
 
 # Module attributes: the current values (read as dynamo.config.<name>).
 cache_size_limit: int
+accumulated_cache_size_limit: int
+guard_self_check: bool
 suppress_errors: bool
 max_instructions: int
 max_trace_seconds: float
@@ -234,6 +256,9 @@ include_dirs: tuple[str, ...]
 skip_files: tuple[str, ...]
 include_files: tuple[str, ...]
 globals().update({name: _from_environment(option) for name, option in OPTIONS.items()})
+for _option in OPTIONS.values():
+    if _option.apply is not None:
+        _option.apply(globals()[_option.name])
 
 
 def _unknown(name: str) -> AttributeError:
@@ -273,6 +298,8 @@ class _ConfigModule(types.ModuleType):
         elif not (name.startswith("__") and name.endswith("__")):  # module machinery
             raise _unknown(name)
         super().__setattr__(name, value)
+        if option is not None and option.apply is not None:
+            option.apply(value)
 
     def __delattr__(self, name: str) -> None:
         if name in OPTIONS:

@@ -15,6 +15,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 import threading
 import traceback
 import types
@@ -22,6 +23,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import fx as _fx
 
 from . import _C, config
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
@@ -47,6 +50,7 @@ class _TouchedCodes(weakref.WeakSet):
             callback.warned.clear()
             callback.uncapturable.clear()
         _skipped_uncapturable.clear()
+        _accumulated_warned.clear()
         super().clear()
 
 
@@ -144,6 +148,49 @@ def _where(code: types.CodeType) -> str:
     return f"{display_name(code)} ({code.co_filename}:{code.co_firstlineno})"
 
 
+#: Non-empty once the total-limit warning was given (one per process until reset(): each code
+#: object that then misses would otherwise warn on its own).
+_accumulated_warned: set[bool] = set()
+
+
+def _cached_versions() -> int:
+    """Compiled versions in the cache over all code objects, for the total limit
+    `config.accumulated_cache_size_limit` (entries leave with reset(), their code or their
+    backend). Counted at each compile, which is rare next to a compile's own cost."""
+    return sum(len(_C.get_cache_entries(code)) for code in list(touched_codes))
+
+
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep for p in
+                  (__file__, _fx.__file__))
+
+
+def _warn_at_user_code(message: str, category: type[Warning]) -> None:
+    """warnings.warn attributed to the first frame outside npdynamo (the user's call of the
+    compiled function), with that frame's module and registry, as warnings.warn does for the
+    frame a stacklevel names (filters by module and "once per location" then work)."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_OWN_DIRS):
+        frame = frame.f_back
+    if frame is None:
+        warnings.warn(message, category, stacklevel=2)
+        return
+    module_globals = frame.f_globals
+    registry = module_globals.setdefault("__warningregistry__", {})
+    # (no module_globals: it is only for showing the source line, and linecache's lazy loading
+    # raises for some loaders, e.g. a script read from stdin)
+    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+                           module=module_globals.get("__name__", "<unknown>"), registry=registry)
+
+
+def _recompile_reason(failures: list[str]) -> str | None:
+    if not failures:
+        return None
+    if len(failures) == 1:
+        return f"guard failed: {failures[0]}"
+    return f"guard failed in each of the {len(failures)} versions: " + "; ".join(
+        f"version {i}: {reason}" for i, reason in enumerate(failures))
+
+
 # The callback ------------------------------------------------------------------------------
 
 
@@ -177,14 +224,25 @@ def check_fullgraph_target(fn: Any) -> None:
     if isinstance(code, types.CodeType):
         with compile_lock:
             _fullgraph_codes.add(code)
-            if code in _skipped_uncapturable:
-                _skipped_uncapturable.discard(code)
-                # Other callbacks keep their verdict without tracing again (see _unsupported).
-                for callback in list(_all_callbacks):
-                    if not callback.fullgraph:
-                        callback.uncapturable.add(code)
-                if _C.get_code_state(code) == _C.SKIP:
-                    _C.set_code_state(code, _C.DEFAULT)
+            _unskip_uncapturable(code)
+
+
+def _unskip_uncapturable(code: types.CodeType) -> None:
+    """Take back the SKIP mark an uncapturable `code` got, so a fullgraph callback is asked
+    about it (and raises); the other callbacks keep their verdict without tracing again."""
+    if code in _skipped_uncapturable:
+        _skipped_uncapturable.discard(code)
+        for callback in list(_all_callbacks):
+            if not callback.fullgraph:
+                callback.uncapturable.add(code)
+        if _C.get_code_state(code) == _C.SKIP:
+            _C.set_code_state(code, _C.DEFAULT)
+
+
+def _fullgraph_callback_alive() -> bool:
+    # `with optimize(fullgraph=True):` names no function in advance: while such a callback
+    # exists, no uncapturable code is marked SKIP (the hook would never ask the callback).
+    return any(callback.fullgraph for callback in list(_all_callbacks))
 
 
 @dataclass(eq=False)  # hashed by identity: the C cache tags entries with the callback
@@ -193,6 +251,8 @@ class ConvertFrame:
 
     backend: Callable
     fullgraph: bool = False
+    #: ``dynamic=`` of `dynamo.compile` (see `dynamo.dynamic_shapes`)
+    dynamic: bool | None = None
     warned: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
     #: Codes this callback failed to compile (internal or backend error): they run unmodified
     #: for this callback only (another backend may still compile them) until `reset()`.
@@ -202,15 +262,21 @@ class ConvertFrame:
     uncapturable: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
 
     def __post_init__(self) -> None:
-        _all_callbacks.add(self)
+        with compile_lock:
+            _all_callbacks.add(self)
+            if self.fullgraph:
+                for code in list(_skipped_uncapturable):
+                    _unskip_uncapturable(code)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         code = frame.f_code
+        if code in self.failed or code in self.uncapturable:
+            # First: while a fullgraph callback exists, uncapturable code is not marked SKIP
+            # and comes back here on every call (no skip rule matching per call).
+            return None
         reason = skip_reason(code, frame.f_globals)
         if reason is not None:
             skip_code(code)
-            return None
-        if code in self.failed or code in self.uncapturable:
             return None
         with compile_lock:
             touched_codes.add(code)
@@ -219,14 +285,19 @@ class ConvertFrame:
                 # Another thread compiled this version while we waited for the lock: this one
                 # call runs unmodified; later calls hit the cache.
                 return None
-            recompile_reason = self._recompile_reason(frame, entries) if entries else None
+            failures = self._guard_failures(frame, entries)
+            recompile_reason = _recompile_reason(failures)
             if len(_C.get_cache_entries(code)) >= _version_limit(code):
-                self._hit_limit(code, recompile_reason)
+                self._hit_limit(code, failures)
+                return None
+            if _cached_versions() >= config.accumulated_cache_size_limit:
+                self._hit_limit(code, failures, accumulated=True)
                 return None
             if recompile_reason is not None:
                 log_recompiles.info("Recompiling %s: %s", _where(code), recompile_reason)
             try:
-                compiled = trace_frame(frame, self.backend, allow_breaks=not self.fullgraph)
+                compiled = trace_frame(frame, self.backend, allow_breaks=not self.fullgraph,
+                                       dynamic=self.dynamic)
             except UserCodeError as exc:
                 return self._user_error(code, exc, recompile_reason)
             except Unsupported as exc:
@@ -248,29 +319,54 @@ class ConvertFrame:
                                   recompile_reason=recompile_reason, seconds=compiled.seconds))
             return compiled.check_fn, compiled.code
 
-    def _recompile_reason(self, frame: Any, entries: list) -> str:
-        check_fn = entries[0][0]
-        failure = check_fn.first_failure(*frame.args, frame.f_globals, frame.closure)
-        return f"guard failed: {failure}" if failure else "guard failed"
+    def _guard_failures(self, frame: Any, entries: list) -> list[str]:
+        """The first failing guard of every version this callback has for the code (most
+        recently used first), in plain words (``x.shape[0]: expected 1024, got 2048 (guard:
+        x.shape == (1024,))``)."""
+        reasons = []
+        for check_fn, _ in entries:
+            describe = getattr(check_fn, "first_failure", None)
+            try:
+                failure = (describe(*frame.args, frame.f_globals, frame.closure)
+                           if describe else None)
+            except Exception as exc:  # a guard whose description fails must not stop the compile
+                failure = f"(could not describe: {type(exc).__name__}: {exc})"
+            reasons.append(failure or "unknown guard")
+        return reasons
 
-    def _hit_limit(self, code: types.CodeType, reason: str | None) -> None:
+    def _hit_limit(self, code: types.CodeType, failures: list[str],
+                   accumulated: bool = False) -> None:
         _C.set_code_state(code, _C.RUN_ONLY)
-        if in_loop_body(code):
+        # The full list goes to the log; the warning names the most recently used version's.
+        reason = _recompile_reason(failures)
+        last = f"guard failed: {failures[0]}" if failures else None
+        if in_loop_body(code) and not accumulated:
             # Expected, not the user's doing: a loop body that specialises on the loop counter.
             message = (f"the loop body recompiles on every iteration ({reason}); it keeps its "
                        f"{LOOP_BODY_VERSIONS} versions and runs in plain Python otherwise")
             log_recompiles.info("%s: %s", _where(code), message)
             _record(CompileRecord(code, reason=message))
             return
-        if code not in self.warned:
+        if accumulated:
+            what = (f"npdynamo: {_where(code)} was not recompiled: {_cached_versions()} versions "
+                    f"are compiled over all functions "
+                    f"(dynamo.config.accumulated_cache_size_limit); "
+                    f"from now on it only reuses the versions already compiled and runs in plain "
+                    f"Python otherwise")
+        else:
+            what = (f"npdynamo: {_where(code)} was recompiled {config.cache_size_limit} times "
+                    f"(dynamo.config.cache_size_limit); from now on it only reuses the versions "
+                    f"already compiled and runs in plain Python otherwise")
+        message = f"{what}. Last {last}." if last else f"{what}."
+        log_recompiles.info("%s (%s)", message, reason)
+        _record(CompileRecord(code, reason=message))
+        if accumulated:
+            if not _accumulated_warned:
+                _accumulated_warned.add(True)
+                _warn_at_user_code(message, RuntimeWarning)
+        elif code not in self.warned:
             self.warned.add(code)
-            warnings.warn(
-                f"npdynamo: {_where(code)} was recompiled {config.cache_size_limit} times "
-                f"(dynamo.config.cache_size_limit); from now on it only reuses the versions already "
-                f"compiled and runs in plain Python otherwise. Last {reason}.",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            _warn_at_user_code(message, RuntimeWarning)
 
     def _unsupported(self, code, exc: Unsupported, has_entries: bool, recompile_reason) -> None:
         message = f"{exc.reason} at {exc.location}" if exc.location else exc.reason
@@ -281,7 +377,7 @@ class ConvertFrame:
         log_breaks.info("Not capturing %s: %s", _where(code), message)
         _record(CompileRecord(code, reason=message, recompile_reason=recompile_reason))
         if not has_entries:
-            if code in _fullgraph_codes:
+            if code in _fullgraph_codes or _fullgraph_callback_alive():
                 self.uncapturable.add(code)
                 touched_codes.add(code)
             else:
@@ -305,11 +401,10 @@ class ConvertFrame:
             message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         if not config.suppress_errors:
             raise InternalError(f"npdynamo failed to compile {_where(code)}: {message}") from exc
-        warnings.warn(
+        _warn_at_user_code(
             f"npdynamo: internal error while compiling {_where(code)}; running it in plain Python. "
             f"{message}. Set dynamo.config.suppress_errors = False to raise instead.",
             RuntimeWarning,
-            stacklevel=2,
         )
         log_breaks.info("Internal error compiling %s:\n%s", _where(code), traceback.format_exc())
         _record(CompileRecord(code, reason=f"internal error: {message}"))

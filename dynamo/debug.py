@@ -4,6 +4,8 @@
 compiled or could not be captured, and returns an `ExplainOutput` (graphs, guards, break reasons
 at the user's file:line, compile times) with a readable `str()`. `cache_entries(fn)` shows what
 the C cache holds for a function: guards, graph code and transformed bytecode of each entry.
+Guards are shown as their Python text, one line per guard, each marked ``[C]`` (evaluated by the
+C guard program) or ``[Python]`` (a kind the C program runs as Python text).
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
+def guard_lines(check_fn: Any) -> list[str]:
+    """One line per guard of a check function: its Python text, where it is evaluated."""
+    lines = list(getattr(check_fn, "guards", []))
+    lowered = getattr(check_fn, "lowered", None)
+    if lowered is None or len(lowered) != len(lines):
+        return lines
+    return [f"{'[C]' if in_c else '[Python]':<8} {line}" for line, in_c in zip(lines, lowered)]
+
+
 def _ops(gm) -> list[str]:
     return [node.format_node() for node in gm.graph.nodes if node.op in ("call_function", "call_method")]
 
@@ -85,7 +96,7 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
         out = ExplainOutput(result=result)
         for rec in sink:
             if rec.compiled is not None:
-                out.guards.extend(rec.compiled.check_fn.guards)
+                out.guards.extend(guard_lines(rec.compiled.check_fn))
                 if rec.compiled.break_reason is not None:
                     out.break_reasons.append(f"{display_name(rec.code)}: {rec.compiled.break_reason}")
                 if rec.compiled.result is not None:
@@ -130,7 +141,7 @@ def cache_entries(fn: Callable) -> list[CacheEntryView]:
     for check_fn, new_code in _C.get_cache_entries(code):
         gm = getattr(check_fn, "graph_module", None)
         views.append(CacheEntryView(
-            guards="\n".join(getattr(check_fn, "guards", [])),
+            guards="\n".join(guard_lines(check_fn)),
             graph_code=gm.code if gm is not None else "",
             bytecode=side_by_side(code, new_code),
             check_fn=check_fn,

@@ -347,7 +347,7 @@ def test_recompile_limit_switches_to_run_only_with_one_warning():
     def f(x):
         return x + 1
 
-    cf = dynamo.compile(f, backend=backend)
+    cf = dynamo.compile(f, backend=backend, dynamic=False)  # every length a new version
     with dynamo.config.patch(cache_size_limit=3):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -398,9 +398,9 @@ def test_explain_reports_graphs_ops_guards_times():
     assert "Graph count: 1" in text and "numpy.sin" in text and "Guards:" in text
 
 
-def test_dynamic_true_is_rejected_clearly():
-    with pytest.raises(NotImplementedError, match="dynamic shapes"):
-        dynamo.compile(lambda x: x, dynamic=True)
+def test_a_bad_dynamic_argument_is_rejected_clearly():
+    with pytest.raises(TypeError, match="dynamic must be None, True or False"):
+        dynamo.compile(lambda x: x, dynamic="yes")
 
 
 def test_set_logs_rejects_unknown_topic():
@@ -453,3 +453,18 @@ def test_explain_shows_the_fusion_report_of_the_c_backend():
     text = str(out)
     assert "Fusion report, graph 0" in text and "kernel" in text.lower()
     np.testing.assert_allclose(out.result, f(x, x), rtol=1e-12)
+
+
+def test_the_internal_error_warning_points_at_the_users_call():
+    def broken_backend(gm, example_inputs):
+        raise RuntimeError("backend bug")
+
+    def f(x):
+        return np.sin(x) + 1
+
+    compiled = dynamo.compile(f, backend=broken_backend)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert_same(compiled(np.ones(3)), np.sin(np.ones(3)) + 1)
+    (warning,) = [w for w in caught if "internal error" in str(w.message)]
+    assert warning.filename == __file__ and "backend bug" in str(warning.message)

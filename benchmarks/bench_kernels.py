@@ -14,7 +14,8 @@ are checked against NumPy (``MISMATCH`` in the table if they differ).
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_kernels.py            # full table
     PYTHONPATH=. .venv/bin/python benchmarks/bench_kernels.py --quick    # smoke test
-    options: --threads N, --kernels chain10,softmax, --repeats R, --sweep (sizes 1..1M)
+    options: --threads N, --kernels chain10,softmax, --repeats R, --sweep (sizes 1..1M),
+             --dynamic (chain10 at 20 lengths: graphs compiled, cost of a new length)
 """
 
 from __future__ import annotations
@@ -362,6 +363,50 @@ def sweep(args) -> str:
     return "\n".join(lines)
 
 
+def dynamic_lengths(args) -> str:
+    """chain10 (float64) called with 20 lengths on the C backend (dynamic shapes): how many
+    graphs were compiled, the per-call time at one length against a static compile, and the
+    extra cost of the first call at a new length (no gcc: the symbolic kernel is reused)."""
+    import dynamo
+    from dynamo.backends.c import make_backend
+
+    graphs = []
+    inner = make_backend()
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return inner(gm, example_inputs)
+
+    dyn = dynamo.compile(fresh_copy(chain10), backend=counting)
+    static = dynamo.compile(fresh_copy(chain10), backend="c", dynamic=False)
+    lengths = range(100_000, 120_000, 1_000)
+    new_length_s, numpy_new_s = [], []
+    for n in lengths:
+        x, y = _rand((n,), np.float64, 1), _rand((n,), np.float64, 2)
+        for fn, out in ((dyn, new_length_s), (chain10, numpy_new_s)):
+            t0 = time.perf_counter()
+            fn(x, y)
+            t1 = time.perf_counter()
+            fn(x, y)
+            t2 = time.perf_counter()
+            if n >= lengths[2]:  # after the static and the dynamic compile
+                out.append((t1 - t0) - (t2 - t1))
+    x, y = _rand((lengths[-1],), np.float64, 1), _rand((lengths[-1],), np.float64, 2)
+    static(x, y)
+    t_np, t_static, t_dyn = (best_time(f, [x, y], args.repeats * 20, args.budget)
+                             for f in (chain10, static, dyn))
+    new_length_s.sort()
+    numpy_new_s.sort()
+    return "\n".join([
+        f"chain10 float64 at {len(lengths)} lengths ({lengths[0]}..{lengths[-1]}): "
+        f"{len(graphs)} graph(s) compiled",
+        f"per call at n={lengths[-1]}: NumPy {t_np * 1e6:.1f} us, C static {t_static * 1e6:.1f} us,"
+        f" C dynamic {t_dyn * 1e6:.1f} us",
+        f"first call at a new length: +{new_length_s[len(new_length_s) // 2] * 1e6:.1f} us "
+        f"(median; no build; NumPy's own first call at a new length: "
+        f"+{numpy_new_s[len(numpy_new_s) // 2] * 1e6:.1f} us, fresh memory)"])
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
@@ -370,6 +415,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per cell (best)")
     parser.add_argument("--sweep", action="store_true",
                         help="C vs NumPy vs eager at sizes 1..1M, worst ratio first")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="C backend at 20 lengths (dynamic shapes): compiles, new-length cost")
     args = parser.parse_args(argv)
     args.repeats = args.repeats or (3 if args.quick else 10)
     args.budget = 0.2 if args.quick else 2.0  # seconds per cell before stopping early
@@ -380,6 +427,9 @@ def main(argv: list[str] | None = None) -> None:
     global np
     import numpy as np  # noqa: F811 - deliberately late, see above
 
+    if args.dynamic:
+        print(dynamic_lengths(args))
+        return
     print(sweep(args) if args.sweep else run(args))
 
 

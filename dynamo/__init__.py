@@ -26,6 +26,7 @@ except ImportError as exc:  # pragma: no cover - only on a broken install
 from . import config
 from .backends import list_backends, lookup_backend, register_backend
 from .debug import cache_entries, explain
+from .dynamic_shapes import mark_dynamic, mark_static
 from .eval_frame import compile, disable, optimize, reset, run
 from .exc import FullGraphError, InternalError, Unsupported
 from .logs import _from_environment, set_logs
@@ -38,6 +39,8 @@ __all__ = [
     "run",
     "reset",
     "graph_break",
+    "mark_dynamic",
+    "mark_static",
     "explain",
     "cache_entries",
     "register_backend",

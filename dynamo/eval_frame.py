@@ -20,6 +20,7 @@ from typing import Any, Callable
 from . import _C
 from .backends import Backend, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
+from .dynamic_shapes import forget as forget_sizes
 
 __all__ = ["compile", "optimize", "disable", "run", "reset"]
 
@@ -132,10 +133,10 @@ class _WeakBackend:
         return backend(gm, example_inputs)
 
 
-#: One compile callback per (id(backend), fullgraph). For a registered (named) backend, or one that
+#: One compile callback per (id(backend), fullgraph, dynamic). For a registered (named) backend, or one that
 #: cannot be weakly referenced, it lives for the process; for any other backend it is forgotten
 #: when the backend dies (the capture scopes using a backend hold it, the callback only weakly).
-_callbacks: dict[tuple[int, bool], ConvertFrame] = {}
+_callbacks: dict[tuple[int, bool, bool | None], ConvertFrame] = {}
 
 
 def _drop_entries(callback_id: int) -> None:
@@ -145,8 +146,9 @@ def _drop_entries(callback_id: int) -> None:
         _C.drop_entries_of(code, callback_id)
 
 
-def _callback_for(backend: Backend, fullgraph: bool, named: bool) -> ConvertFrame:
-    key = (id(backend), fullgraph)
+def _callback_for(backend: Backend, fullgraph: bool, named: bool,
+                  dynamic: bool | None = None) -> ConvertFrame:
+    key = (id(backend), fullgraph, dynamic)
     with compile_lock:
         callback = _callbacks.get(key)
         if callback is None:
@@ -158,7 +160,7 @@ def _callback_for(backend: Backend, fullgraph: bool, named: bool) -> ConvertFram
                     weakref.finalize(backend, _callbacks.pop, key, None)
                 except TypeError:  # not weakly referenceable: keep it for the process
                     target = backend
-            callback = _callbacks[key] = _Callback(target, fullgraph=fullgraph)
+            callback = _callbacks[key] = _Callback(target, fullgraph=fullgraph, dynamic=dynamic)
             weakref.finalize(callback, _drop_entries, id(callback))
         return callback
 
@@ -187,10 +189,15 @@ class _CaptureContext(_C.Capture):
         return wrapper
 
 
-def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False) -> _CaptureContext:
-    """Capture every frame run inside: ``with dynamo.optimize("eager"): f(x)``, or a decorator."""
+def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False,
+             dynamic: bool | None = None) -> _CaptureContext:
+    """Capture every frame run inside: ``with dynamo.optimize("eager"): f(x)``, or a decorator.
+    ``dynamic``: as for `compile`."""
+    if dynamic not in (None, True, False):
+        raise TypeError(f"dynamic must be None, True or False, got {dynamic!r}")
     resolved = lookup_backend(backend)
-    callback = _callback_for(resolved, bool(fullgraph), named=isinstance(backend, str))
+    callback = _callback_for(resolved, bool(fullgraph), named=isinstance(backend, str),
+                             dynamic=dynamic)
     return _CaptureContext(callback, resolved)
 
 
@@ -201,13 +208,12 @@ def compile(fn: Callable | None = None, *, backend: str | Backend = "eager", ful
     Every frame run inside a call of the returned function is captured (functions it calls are
     compiled as frames of their own). ``fullgraph=True`` raises instead of running code that could
     not be captured; for a generator, coroutine or async generator function (never captured) it
-    raises `FullGraphError` right here. ``dynamic``: only static shapes exist in this version
-    (None or False).
+    raises `FullGraphError` right here. ``dynamic``: None (default) compiles for the sizes of
+    the first call and makes a dimension symbolic once its size changed (automatic dynamic
+    shapes); True makes every size >= 2 symbolic from the first compile; False specialises on
+    every size. See `dynamo.mark_dynamic` / `dynamo.mark_static` and `dynamo.dynamic_shapes`.
     """
-    if dynamic not in (None, False):
-        raise NotImplementedError("dynamic=True: dynamic shapes are not implemented yet; "
-                                  "use dynamic=None (every new shape compiles a new version)")
-    context = optimize(backend, fullgraph=fullgraph)
+    context = optimize(backend, fullgraph=fullgraph, dynamic=dynamic)
     return context if fn is None else context(fn)
 
 
@@ -229,3 +235,4 @@ def reset() -> None:
         for code in list(touched_codes):
             _C.reset_code(code)
         touched_codes.clear()
+        forget_sizes()

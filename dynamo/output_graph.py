@@ -19,12 +19,14 @@ import numpy as np
 import fx
 from fx import op_rules
 from fx.meta import ArrayMeta, meta_of
+from fx.symbolic import ShapeEnv, Sym, is_symbolic
 
 from .exc import BackendError, Unsupported
+from .dynamic_shapes import dynamic_dims
 from .guards import Guard
-from .source import Source
+from .source import SizeFactSource, Source
 from .variables.base import VariableTracker
-from .variables.constant import ConstantVariable
+from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
 from .variables.containers import DictVariable, TupleVariable, _Sequence
 from .variables.ndarray import NDArrayVariable
 
@@ -61,15 +63,30 @@ def _placeholder_name(source: Source) -> str:
 
 
 class OutputGraph:
-    def __init__(self, code_name: str, backend: Callable) -> None:
+    """``code``: the code object being traced (automatic dynamic shapes remember sizes per code
+    object); ``dynamic``: the ``dynamic=`` of `dynamo.compile` (see `dynamo.dynamic_shapes`)."""
+
+    def __init__(self, code_name: str, backend: Callable, code: Any = None,
+                 dynamic: bool | None = None) -> None:
         self.code_name = code_name
         self.backend = backend
+        self.code = code
+        self.dynamic = dynamic
         self.graph = fx.Graph()
         self.guards: list[Guard] = []
         self.wrapped: dict[Source, VariableTracker] = {}
         self.inputs: list[tuple[Source, fx.Node, Any]] = []
+        self.shape_env = ShapeEnv()
+        self._size_nodes: dict = {}
+        self._size_ops: dict = {}
 
     # Guards and inputs -----------------------------------------------------------------------
+
+    def final_guards(self) -> list[Guard]:
+        """The guards, with the shape facts of dynamic shapes: every symbolic size of an
+        NDARRAY_MATCH becomes None (any size >= 2) or the value a fact fixed it to, and every
+        other fact becomes a SIZE_FACT guard (``x.shape[0] == y.shape[0]``)."""
+        return _final_guards(self.guards, self.shape_env)
 
     def add_guard(self, guard: Guard) -> None:
         self.guards.append(Guard(guard.source, guard.kind, guard.expected, order=len(self.guards)))
@@ -79,7 +96,26 @@ class OutputGraph:
         if meta.is_scalar:
             self.add_guard(Guard(source, "TYPE_MATCH", type(value)))
         else:
-            self.add_guard(Guard(source, "NDARRAY_MATCH", (value.dtype, value.shape, False)))
+            dynamic = dynamic_dims(self.code, source.name(), value, self.dynamic)
+            if any(dynamic):
+                text = source.guard_expr()
+                shape = tuple(self.shape_env.size_symbol(source, d, n, text) if dyn else n
+                              for d, (n, dyn) in enumerate(zip(value.shape, dynamic)))
+                meta = ArrayMeta(meta.dtype, shape, False)
+            self.add_guard(Guard(source, "NDARRAY_MATCH", (value.dtype, meta.shape, False)))
+        node = self._placeholder(source, value, meta)
+        return NDArrayVariable(node, meta, source=source)
+
+    def add_scalar_input(self, source: Source, value: int | float) -> VariableTracker:
+        """A Python int/float argument as a graph input (its type guarded, not its value)."""
+        self.add_guard(Guard(source, "TYPE_MATCH", type(value)))
+        # (its meta is the value itself: what the shape rules see; only its type matters)
+        node = self._placeholder(source, value, value)
+        node.meta["unspecialized"] = True
+        return UnspecializedScalarVariable(node, value, source, self)
+
+    def _placeholder(self, source: Source, value: Any, meta: Any) -> fx.Node:
+        """A new graph input, after the existing ones (before the first operation)."""
         first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
         if first_op is None:
             node = self.graph.placeholder(_placeholder_name(source))
@@ -89,7 +125,53 @@ class OutputGraph:
         node.meta["val"] = meta
         node.meta["source"] = source.name()
         self.inputs.append((source, node, value))
-        return NDArrayVariable(node, meta, source=source)
+        return node
+
+    def size_node(self, sym: Sym) -> fx.Node:
+        """Graph nodes computing a symbolic size at run time from the inputs' shapes
+        (``x.shape[0] - 1``), for a size passed to a graph operation (``np.zeros((n, 3))``)."""
+        cached = self._size_nodes.get(sym.poly)
+        if cached is not None:
+            return cached
+        node = self._poly_node(self.shape_env._resolve(sym.poly))
+        self._size_nodes[sym.poly] = node
+        return node
+
+    def _poly_node(self, poly: tuple) -> Any:
+        total: Any = None
+        for monomial, coef in sorted(poly, key=lambda mc: not mc[0]):  # the constant last
+            term: Any = None
+            for atom in monomial:
+                factor = self._atom_node(atom)
+                term = factor if term is None else self._size_op(operator.mul, term, factor)
+            if term is None:
+                term = abs(coef)
+            elif abs(coef) != 1:
+                term = self._size_op(operator.mul, abs(coef), term)
+            if total is None:
+                total = term if coef > 0 else self._size_op(operator.neg, term)
+            else:
+                total = self._size_op(operator.add if coef > 0 else operator.sub, total, term)
+        return 0 if total is None else total
+
+    def _atom_node(self, atom: Any) -> Any:
+        if isinstance(atom, int):
+            source, dim = self.shape_env.origin_key(atom)
+            placeholder = next(node for src, node, _ in self.inputs if src == source)
+            shape = self._size_op(getattr, placeholder, "shape")
+            return self._size_op(operator.getitem, shape, dim)
+        op, a, b = atom
+        fn = {"//": operator.floordiv, "%": operator.mod, "max": max, "min": min}[op]
+        return self._size_op(fn, self._poly_node(a), self._poly_node(b))
+
+    def _size_op(self, fn: Callable, *args: Any) -> fx.Node:
+        key = (fn, args)
+        node = self._size_ops.get(key)
+        if node is None:
+            node = self.graph.call_function(fn, args)
+            node.meta["val"] = "size"  # a Python int (a size), not an array
+            self._size_ops[key] = node
+        return node
 
     # Recording operations ----------------------------------------------------------------------
 
@@ -97,14 +179,27 @@ class OutputGraph:
         """A VariableTracker as an fx argument (Nodes) or as an op_rules argument (ArrayMeta)."""
         if isinstance(vt, NDArrayVariable):
             return vt.meta if as_meta else vt.node
+        if isinstance(vt, UnspecializedScalarVariable) and not vt._fixed:
+            return vt.value if as_meta else vt.node
+        if isinstance(vt, SymIntVariable):
+            return vt.sym if as_meta or not isinstance(vt.sym, Sym) else self.size_node(vt.sym)
         if isinstance(vt, _Sequence):
             return vt.kind(self.to_arg(item, as_meta) for item in vt.items)
         if isinstance(vt, DictVariable):
             return {k: self.to_arg(v, as_meta) for k, v in vt.items.items()}
-        return vt.as_python_constant()
+        value = vt.as_python_constant()
+        if not as_meta and isinstance(value, slice) and is_symbolic(
+                (value.start, value.stop, value.step)):
+            return slice(*(self.size_node(v) if isinstance(v, Sym) else v
+                           for v in (value.start, value.stop, value.step)))
+        return value
 
     def _record(self, tx: "InstructionTranslator", op: str, target: Any, args: list, kwargs: dict,
                 infer: Callable[[], Any]) -> VariableTracker:
+        cast = _complex_warning(op, target, [self.to_arg(a, True) for a in args],
+                                {k: self.to_arg(v, True) for k, v in kwargs.items()})
+        if cast is not None:
+            raise Unsupported(f"{_describe_target(op, target)}: {cast}")
         try:
             val = infer()
         except op_rules.RuleError as exc:
@@ -117,12 +212,16 @@ class OutputGraph:
         return self.wrap_result(node, val)
 
     def call_function(self, tx, target, args: list[VariableTracker], kwargs: dict[str, VariableTracker]):
+        if not _value_free(target):
+            _fix_scalars([*args, *kwargs.values()])
         meta_args = [self.to_arg(a, True) for a in args]
         meta_kwargs = {k: self.to_arg(v, True) for k, v in kwargs.items()}
         return self._record(tx, "call_function", target, args, kwargs,
                             lambda: op_rules.infer_call(target, meta_args, meta_kwargs))
 
     def call_method(self, tx, name: str, obj: NDArrayVariable, args, kwargs):
+        if name not in _VALUE_FREE_METHODS:
+            _fix_scalars([*args, *kwargs.values()])
         meta_args = [self.to_arg(a, True) for a in args]
         meta_kwargs = {k: self.to_arg(v, True) for k, v in kwargs.items()}
         return self._record(tx, "call_method", name, [obj, *args], kwargs,
@@ -197,10 +296,34 @@ class OutputGraph:
             graph_outputs=outputs,
             single_output=single_output,
             input_sources=[source for source, _, _ in self.inputs],
-            guards=list(self.guards),
+            guards=list(self.guards),  # (the shape facts are added by `final_guards`)
             compile_seconds=t1 - started,
             backend_seconds=t1 - t0,
         )
+
+
+def _final_guards(guards: list[Guard], env: ShapeEnv) -> list[Guard]:
+    out = []
+    for guard in guards:
+        if guard.kind == "NDARRAY_MATCH" and is_symbolic(guard.expected[1]):
+            dtype, shape, contiguous = guard.expected
+            # A symbol that a fact pinned to one value is checked as that value; the others
+            # as None (any size >= 2).
+            shape = tuple(d if not isinstance(d, Sym) else _pinned(d, env) for d in shape)
+            guard = Guard(guard.source, guard.kind, (dtype, shape, contiguous), guard.order)
+        out.append(guard)
+    order = len(guards)
+    for text in env.guard_facts():
+        out.append(Guard(SizeFactSource(text), "SIZE_FACT", text, order))
+        order += 1
+    return out
+
+
+def _pinned(d: Sym, env: ShapeEnv) -> int | None:
+    value = env._resolve(d.poly)
+    if len(value) == 1 and value[0][0] == ():
+        return value[0][1]
+    return None
 
 
 def _not_traced(fn: Callable) -> Callable:
@@ -215,6 +338,42 @@ def _not_traced(fn: Callable) -> Callable:
     return disable(fn)
 
 
+#: Callables whose result dtype and shape depend only on the *type* of a Python int/float operand
+#: (NEP 50), not on its value: an unspecialised scalar argument may stay a graph input there.
+#: Anywhere else (a shape, a reshape size, an axis, a count) the rules read its value, so it is
+#: fixed first (a guard on the value), or the compiled code would keep one value's shape.
+_VALUE_FREE_OPERATORS = frozenset({*op_rules.elementwise.BINARY_OPERATORS,
+                                   *op_rules.elementwise.UNARY_OPERATORS,
+                                   *op_rules.elementwise.INPLACE_OPERATORS})
+_VALUE_FREE = _VALUE_FREE_OPERATORS | {np.where, np.clip, abs, pow, operator.getitem,
+                                       operator.setitem}
+_VALUE_FREE_METHODS = frozenset(
+    {"clip", "__getitem__", "__setitem__"}
+    | {f"__{fn.__name__.rstrip('_')}__" for fn in _VALUE_FREE_OPERATORS}
+    | {f"__r{fn.__name__.rstrip('_')}__" for fn in op_rules.elementwise.BINARY_OPERATORS})
+
+
+def _value_free(target: Any) -> bool:
+    if isinstance(target, np.ufunc):  # (not its reduce/accumulate methods: axis=)
+        return True
+    try:
+        return target in _VALUE_FREE
+    except TypeError:  # unhashable
+        return False
+
+
+def _fix_scalars(vts: list[VariableTracker]) -> None:
+    """Fix (guard the value of) every unspecialised scalar in `vts`, containers included."""
+    while vts:
+        vt = vts.pop()
+        if isinstance(vt, UnspecializedScalarVariable):
+            vt.as_python_constant()
+        elif isinstance(vt, _Sequence):
+            vts.extend(vt.items)
+        elif isinstance(vt, DictVariable):
+            vts.extend(vt.items.values())
+
+
 def _describe_target(op: str, target: Any) -> str:
     if op == "call_method":
         return f"ndarray.{target}()"
@@ -223,3 +382,83 @@ def _describe_target(op: str, target: Any) -> str:
     if isinstance(target, np.ufunc) or (module or "").startswith("numpy"):
         return f"numpy.{name}()"
     return f"{module}.{name}()" if module else f"{name}()"
+
+
+#: Source files read by `source_line`: filename -> ((mtime, size), lines), oldest first.
+_source_files: dict[str, tuple[tuple[float, int], list[str]]] = {}
+_SOURCE_FILES_KEPT = 64
+
+
+def source_line(filename: str, lineno: int) -> str:
+    """Line `lineno` of `filename`, stripped ('' when unknown), for ``node.meta["stack"]`` and
+    the locations in messages. Uses `linecache`'s entry when the program put one there (exec'd
+    or interactive source) but never adds one: the program's linecache stays as it left it
+    (CPython's test_traceback checks it is still empty after ``linecache.clearcache()``).
+    Files read here stay in a small private cache, reread when their size or mtime changes."""
+    import linecache
+    import os
+    import tokenize
+
+    entry = linecache.cache.get(filename)
+    if entry is not None and len(entry) == 4:
+        lines = entry[2]
+    else:
+        try:
+            stat = os.stat(filename)
+        except (OSError, ValueError):
+            return ""
+        stamp = (stat.st_mtime, stat.st_size)
+        cached = _source_files.get(filename)
+        if cached is not None and cached[0] == stamp:
+            lines = cached[1]
+        else:
+            try:
+                with tokenize.open(filename) as file:
+                    lines = file.readlines()
+            except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+                return ""
+            try:
+                while len(_source_files) >= _SOURCE_FILES_KEPT:
+                    _source_files.pop(next(iter(_source_files)), None)
+            except RuntimeError:  # another thread changed it meanwhile: trimmed next time
+                pass
+            _source_files[filename] = (stamp, lines)
+    return lines[lineno - 1].strip() if 1 <= lineno <= len(lines) else ""
+
+
+def _complex_warning(op: str, target: Any, metas: list, kwmetas: dict) -> str | None:
+    """Why the call casts complex values to a real dtype (``astype``, ``dtype=``, storing into
+    a real array), or None. NumPy warns ComplexWarning for it, from C, attributed to the calling
+    frame: the user's line in plain NumPy, the graph's in compiled code (and the rules' stand-in
+    run would warn while tracing), so such a call is left to NumPy (a graph break)."""
+    found: list[ArrayMeta] = []
+    pending: list[Any] = [metas, kwmetas]  # (a loop: a recursive closure would be a cycle)
+    while pending:
+        value = pending.pop()
+        if isinstance(value, ArrayMeta):
+            found.append(value)
+        elif isinstance(value, (tuple, list)):
+            pending.extend(value)
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+    if not any(m.dtype.kind == "c" for m in found):
+        return None
+    requested = [kwmetas.get("dtype")]
+    if (op == "call_method" and target == "astype") or (
+            op == "call_function" and target is getattr(np, "astype", None)):
+        requested.append(metas[1] if len(metas) > 1 else None)
+    for dtype in requested:
+        if dtype is None or isinstance(dtype, ArrayMeta):
+            continue
+        try:
+            kind = np.dtype(dtype).kind
+        except (TypeError, ValueError):
+            continue
+        if kind not in "cO":
+            return f"casting complex values to {np.dtype(dtype)} (NumPy warns ComplexWarning)"
+    if op == "call_function" and target is operator.setitem and len(metas) == 3:
+        dest, value = metas[0], metas[2]
+        if isinstance(dest, ArrayMeta) and isinstance(value, ArrayMeta) and \
+                dest.dtype.kind not in "cO" and value.dtype.kind == "c":
+            return "storing complex values into a real array (NumPy warns ComplexWarning)"
+    return None

@@ -129,3 +129,19 @@ class AttrSource(Source):
     def name(self) -> str:
         return f"{self.base.name()}.{self.attr}"
 
+
+@dataclass(frozen=True)
+class SizeFactSource(Source):
+    """Not a value: the subject of a SIZE_FACT guard, a condition over input sizes that a
+    compile with dynamic shapes relied on (``text``: ``x.shape[0] == y.shape[0]``)."""
+
+    text: str
+
+    def guard_expr(self) -> str:
+        return self.text
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        raise TypeError("a size fact is not a value")
+
+    def name(self) -> str:
+        return self.text

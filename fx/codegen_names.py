@@ -173,7 +173,10 @@ _EXACT_SCALARS = (np.bool_, np.integer, np.float16, np.float32, np.float64, np.c
 def _float_text(value: float) -> str:
     if math.isfinite(value):
         return repr(value)
-    return "float('nan')" if math.isnan(value) else f"float('{'-' if value < 0 else ''}inf')"
+    if math.isnan(value):
+        # (the sign of a NaN shows in results: np.copysign, np.signbit, x * nan's sign bit)
+        return "-float('nan')" if math.copysign(1.0, value) < 0 else "float('nan')"
+    return f"float('{'-' if value < 0 else ''}inf')"
 
 
 class _Writer:

@@ -13,12 +13,17 @@ from math import prod
 
 import numpy as np
 
+from fx.symbolic import Sym
+
 __all__ = ["ArrayMeta", "meta_of"]
 
 
 @dataclass(frozen=True)
 class ArrayMeta:
-    """dtype and shape of an ndarray (``is_scalar=False``) or a NumPy scalar (``is_scalar=True``)."""
+    """dtype and shape of an ndarray (``is_scalar=False``) or a NumPy scalar (``is_scalar=True``).
+
+    A dimension is an int or a `fx.symbolic.Sym` (a size known only as an expression over the
+    graph inputs' sizes: dynamic shapes)."""
 
     dtype: np.dtype
     shape: tuple[int, ...]
@@ -26,7 +31,8 @@ class ArrayMeta:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dtype", np.dtype(self.dtype))
-        object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        object.__setattr__(self, "shape", tuple(d if isinstance(d, Sym) else int(d)
+                                                for d in self.shape))
         if self.is_scalar and self.shape != ():
             raise ValueError(f"a NumPy scalar has shape (), got {self.shape}")
 

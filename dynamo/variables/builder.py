@@ -7,24 +7,30 @@ guards that make the wrapping valid (the value's type, and for arrays dtype and 
 from __future__ import annotations
 
 import builtins
+import inspect
 import types
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fx.symbolic import Sym
+
 from .._C import Wrapped as _Wrapped
 from ..exc import Unsupported
 from ..guards import Guard
-from ..source import GetItemSource, Source
+from ..dynamic_shapes import scalar_is_dynamic
+from ..source import GetItemSource, LocalSource, Source
 from .base import VariableTracker
 from .callables import (
     BuiltinVariable,
     NumpyFunctionVariable,
     PythonModuleVariable,
+    UserClassVariable,
     UserFunctionVariable,
     UserObjectVariable,
+    is_user_class,
 )
-from .constant import ConstantVariable
+from .constant import ConstantVariable, SymIntVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .opaque import OpaqueObjectVariable
 
@@ -40,10 +46,15 @@ _BUILTIN_CALLABLES = {id(v) for v in vars(builtins).values() if callable(v)}
 
 
 def _is_numpy_callable(value: Any) -> bool:
-    if isinstance(value, np.ufunc):
+    # (type-based checks: isinstance() and getattr() on an object may run its own
+    # __getattribute__, which translation must never do)
+    if issubclass(type(value), np.ufunc):
         return True
-    if isinstance(value, type) and issubclass(value, np.generic):
+    if issubclass(type(value), type) and issubclass(value, np.generic):
         return True
+    getattribute = inspect.getattr_static(type(value), "__getattribute__", None)
+    if isinstance(getattribute, types.FunctionType):  # (reading __module__ would run it)
+        return False
     module = getattr(value, "__module__", None)
     if not isinstance(module, str):  # (anything may sit in __module__)
         return False
@@ -56,13 +67,15 @@ _HEAPTYPE = 1 << 9
 def _is_user_object(value: Any) -> bool:
     """An instance of a class defined in Python (not a module, function, class or NumPy value)."""
     typ = type(value)
-    return bool(typ.__flags__ & _HEAPTYPE) and not isinstance(value, (type, np.ndarray, np.generic)) or (
+    return bool(typ.__flags__ & _HEAPTYPE) and not issubclass(typ, (type, np.ndarray, np.generic)) or (
         typ is types.SimpleNamespace
     )
 
 
 def wrap_constant(value: Any) -> VariableTracker:
     """A VariableTracker for a value computed while tracing."""
+    if isinstance(value, Sym):
+        return SymIntVariable(value)
     if isinstance(value, tuple):
         return TupleVariable([wrap_constant(v) for v in value])
     if isinstance(value, list):
@@ -101,12 +114,16 @@ class VariableBuilder:
 
     def _wrap(self, value: Any) -> VariableTracker:
         typ = type(value)
-        if typ is np.ndarray or (isinstance(value, np.generic) and typ.__module__ == "numpy"):
+        if typ is np.ndarray or (issubclass(typ, np.generic) and typ.__module__ == "numpy"):
             return self.tx.output.add_graph_input(self.source, value)
+        if typ in (int, float) and isinstance(self.source, LocalSource):
+            output = self.tx.output
+            if scalar_is_dynamic(output.code, self.source.name(), value, output.dynamic):
+                return output.add_scalar_input(self.source, value)
         if typ in CONSTANT_TYPES:
             self.guard("CONSTANT_MATCH", (typ, value))
             return ConstantVariable(value, source=self.source)
-        if typ is np.dtype or isinstance(value, np.dtype):
+        if typ is np.dtype or issubclass(typ, np.dtype):
             self.guard("CONSTANT_MATCH", (typ, value))
             return ConstantVariable(value, source=self.source)
         if typ in (tuple, list, dict) and len(value) > MAX_TRACED_ITEMS:
@@ -121,7 +138,7 @@ class VariableBuilder:
             if cls is ListVariable:
                 vt.effects = self.tx.root().side_effects  # changes are replayed after the graph
             return vt
-        if isinstance(value, types.ModuleType):
+        if issubclass(typ, types.ModuleType):
             self.guard("ID_MATCH", Guard.identity(value))
             return PythonModuleVariable(value, source=self.source)
         if _is_numpy_callable(value):
@@ -135,7 +152,7 @@ class VariableBuilder:
             # call is never traced; it runs at a graph break like any function not inlined.
             self.guard("ID_MATCH", Guard.identity(value))
             return UserFunctionVariable(value, source=self.source)
-        if isinstance(value, types.FunctionType):
+        if issubclass(typ, types.FunctionType):
             # The same code and globals, not the same object: a function made anew on every call
             # (a closure, or one rebuilt after a graph break) reuses the compiled version. What
             # inlining reads from it (defaults, closure cells) is read through guarded sources.
@@ -148,5 +165,8 @@ class VariableBuilder:
         if _is_user_object(value):
             self.guard("TYPE_MATCH", typ)
             return UserObjectVariable(value, source=self.source)
+        if is_user_class(value):
+            self.guard("ID_MATCH", Guard.identity(value))
+            return UserClassVariable(value, source=self.source)
         # Anything else can still be passed along and called in plain Python after a graph break.
         return OpaqueObjectVariable(value, self.source)

@@ -110,6 +110,13 @@ class ConstantVariable(VariableTracker):
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
+        if isinstance(self.value, slice):  # a size in a slice is fixed to its value (a fact)
+            import operator
+
+            from fx.symbolic import Sym
+
+            self.value = slice(*(operator.index(v) if isinstance(v, Sym) else v
+                                 for v in (self.value.start, self.value.stop, self.value.step)))
         if not _immutable(self.value) and self.made_by is not None:
             fn, args, kwargs = self.made_by
             codegen.extend(ins.push_null() + ins.load_const(fn))
@@ -123,3 +130,81 @@ class ConstantVariable(VariableTracker):
             raise Unsupported(f"cannot rebuild {self.describe()} (a mutable object made while "
                               "tracing) in the compiled code")
         codegen.extend(ins.load_const(self.value))
+
+
+class UnspecializedScalarVariable(VariableTracker):
+    """A Python int or float argument that is a graph input instead of a constant (its value
+    changed between calls, see `dynamo.dynamic_shapes.scalar_is_dynamic`): arithmetic with
+    arrays uses it as an input of the graph (guarded by type only); any use that needs its
+    value in Python (a shape, an index, a loop count, a comparison, arithmetic with other
+    Python numbers) fixes it: the value is guarded and it acts as a constant from then on."""
+
+    def __init__(self, node, value: Any, source, output) -> None:
+        import weakref
+
+        self.node = node
+        self.value = value
+        self.source = source
+        self._output = weakref.ref(output)  # (the output graph holds this tracker: no cycle)
+        self._fixed = False
+
+    def describe(self) -> str:
+        return f"{type(self.value).__name__} argument (a graph input)"
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def as_python_constant(self) -> Any:
+        if not self._fixed:
+            from ..guards import Guard
+
+            self._fixed = True
+            self._output().add_guard(Guard(self.source, "CONSTANT_MATCH",
+                                           (type(self.value), self.value)))
+        return self.value
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def truth(self) -> bool:
+        return bool(self.as_python_constant())
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return ConstantVariable(self.as_python_constant(), source=self.source).var_getattr(tx, name)
+
+    def reconstruct(self, codegen) -> None:
+        self.source.reconstruct(codegen)
+
+
+class SymIntVariable(VariableTracker):
+    """A size known only symbolically (``x.shape[0]`` of an array with a dynamic dimension: a
+    `fx.symbolic.Sym`). Arithmetic and comparisons with ints and other sizes stay symbolic
+    (`InstructionTranslator.binary_op`); as an argument of a graph operation it becomes graph
+    nodes that read the size at run time (`OutputGraph.size_node`). Every other use (printing,
+    a dict key, a call into Python) fixes it to its value, with a guard (a fact)."""
+
+    def __init__(self, sym: Any) -> None:
+        self.sym = sym
+
+    def describe(self) -> str:
+        return f"size {self.sym}"
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def as_python_constant(self) -> Any:
+        import operator
+
+        return operator.index(self.sym)
+
+    def python_type(self) -> type:
+        return int
+
+    def truth(self) -> bool:
+        return bool(self.sym)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return ConstantVariable(self.as_python_constant()).var_getattr(tx, name)
+
+    def reconstruct(self, codegen) -> None:
+        ConstantVariable(self.as_python_constant()).reconstruct(codegen)

@@ -31,7 +31,9 @@ from fx.meta import ArrayMeta
 from fx.op_rules import (  # noqa: F401  (importing registers the rules)
     creation, elementwise, indexing, linalg, numpy_linalg, reductions, reorder, shape_ops,
 )
-from fx.op_rules._core import FUNCTION_RULES, REJECTED, Call, Result, RuleError, register
+from fx.op_rules._core import (
+    FUNCTION_RULES, REJECTED, SYMBOLIC_RULES, Call, Result, RuleError, register, specialize_call,
+)
 from fx.op_rules.elementwise import ufunc_rule
 from fx.op_rules.reductions import UFUNC_METHOD_RULES
 
@@ -54,6 +56,8 @@ def _rule_for(target: Any) -> Callable[[Call], Result] | None:
 
 def _evaluate(rule: Callable[[Call], Result], call: Call) -> Result:
     try:
+        if rule not in SYMBOLIC_RULES:
+            call = specialize_call(call)
         return rule(call)
     except RuleError:
         raise

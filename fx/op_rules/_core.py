@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from math import prod
@@ -30,6 +29,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from fx.meta import ArrayMeta
+from fx.symbolic import Sym, is_symbolic, sym_min
 
 Result = Union[ArrayMeta, tuple, None]
 Rule = Callable[["Call"], Result]
@@ -85,9 +85,16 @@ def _standin(meta: ArrayMeta, mode: str) -> Any:
     if meta.is_scalar:
         return np.zeros((), meta.dtype)[()]
     if mode == "view":
+        # (a symbolic size is fixed here: rules that keep view shapes symbolic do not use this)
         return np.broadcast_to(np.zeros((), meta.dtype), meta.shape)
     cap = 2 if mode == "shrink2" else 1
-    return np.zeros(tuple(min(d, cap) for d in meta.shape), meta.dtype)
+    return np.zeros(tuple(operator.index(sym_min(d, cap)) for d in meta.shape), meta.dtype)
+
+
+def _one_element_if_empty(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.size == 0:
+        return np.zeros(tuple(max(d, 1) for d in value.shape), value.dtype)
+    return value
 
 
 @dataclass
@@ -113,6 +120,10 @@ class Call:
         return getattr(self.target, "__name__", repr(self.target))
 
     def _sub(self, value: Any, mode: str) -> Any:
+        if isinstance(value, Sym):
+            # A size used as a Python int (``y * n``): its traced value, for dtype and checks
+            # (no fact: NumPy checks the real value again when the graph runs).
+            return value.hint
         if isinstance(value, ArrayMeta):
             standin = _standin(value, mode)
             self._origin[id(standin)] = (standin, value)
@@ -121,6 +132,9 @@ class Call:
             return type(value)(self._sub(v, mode) for v in value)
         if isinstance(value, slice) and contains_meta(value):
             raise RuleError(f"{self.name}: a slice with traced bounds is data-dependent")
+        if isinstance(value, slice) and is_symbolic((value.start, value.stop, value.step)):
+            return slice(*(v.hint if isinstance(v, Sym) else v
+                           for v in (value.start, value.stop, value.step)))
         return value
 
     def run(self, mode: str = "shrink", args: tuple | None = None,
@@ -137,19 +151,53 @@ class Call:
         kwargs = self.kwargs if kwargs is None else kwargs
         sargs = self._sub(tuple(args), mode)
         skwargs = {k: self._sub(v, mode) for k, v in kwargs.items()}
+        if fn is None:  # the call itself, not a helper operation of the rule
+            sargs, skwargs = self._without_standin_warnings(sargs, skwargs)
         if fn is None and self.method:
             fn, sargs = getattr(sargs[0], self.method), sargs[1:]
         elif fn is None:
             fn = self.target
+        # No warnings.catch_warnings() here: it swaps the process-wide filters, so other
+        # threads' warnings would be lost or changed while a compile runs. np.errstate is a
+        # context variable (per thread and task): it silences the floating-point warnings of the
+        # stand-in data. The other warnings a stand-in run could emit are avoided before it runs
+        # (DeprecationWarnings pass through, attributed to this module: hidden by the default
+        # filters; with an "error" filter they become a RuleError, so the frame runs in NumPy).
         try:
-            with np.errstate(all="ignore"), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with np.errstate(all="ignore"):
                 return fn(*sargs, **skwargs)
         except RuleError:
             raise
         except Exception as exc:  # NumPy rejects these arguments: so must we
             raise RuleError(f"NumPy rejects {self.name}(...): {type(exc).__name__}: {exc}") \
                 from exc
+
+    def _without_standin_warnings(self, sargs: tuple, skwargs: dict) -> tuple[tuple, dict]:
+        """The arguments for a stand-in run (``sargs``: self first for a method) that emits no
+        warning through `warnings`, which cannot be silenced per thread.
+
+        Statistics written in Python (mean, var, std, median, their nan- forms) warn about
+        their input's size, from NumPy's own frames (so the compiled call warns exactly as plain
+        NumPy does); the stand-in run must not: empty stand-ins get one element, and
+        ``ddof``/``correction`` (beyond a one-element stand-in's size) become 0. Neither
+        changes the result's dtype, and the rules compute shapes themselves. (The other kind
+        measured over the test suites, ComplexWarning of a complex-to-real cast, is kept out of
+        stand-in runs by the translator: `dynamo.output_graph` leaves such calls to NumPy.)
+        """
+        name = self.method or getattr(self.target, "__name__", "")
+        statistic = (name in ("mean", "var", "std") or self.target in (
+            np.mean, np.var, np.std, np.nanmean, np.nanvar, np.nanstd, np.median, np.nanmedian,
+            np.average))
+        if statistic:
+            # Top-level arguments only (statistics take arrays, not nested structures).
+            sargs = tuple(_one_element_if_empty(a) for a in sargs)
+            skwargs = {k: _one_element_if_empty(v) for k, v in skwargs.items()}
+            if name in ("var", "std", "nanvar", "nanstd"):
+                if len(sargs) >= 5:  # ddof given positionally: (self or a, axis, dtype, out, ddof)
+                    sargs = (*sargs[:4], 0, *sargs[5:])
+                skwargs = {k: (0 if k in ("ddof", "correction") else v)
+                           for k, v in skwargs.items()}
+        return sargs, skwargs
 
     def result(self, value: Any, shape: tuple | None = None) -> ArrayMeta:
         """The meta of one stand-in result: a traced input returned as is (``out=``, in-place
@@ -208,10 +256,37 @@ def shape_of(value: Any, what: str = "operand") -> tuple[int, ...]:
 
 
 def broadcast(*shapes: tuple[int, ...], what: str = "operands") -> tuple[int, ...]:
+    if any(is_symbolic(s) for s in shapes):
+        return _broadcast_symbolic(shapes, what)
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError as exc:
         raise RuleError(f"{what} cannot be broadcast together: {shapes}") from exc
+
+
+def _broadcast_symbolic(shapes: tuple, what: str) -> tuple:
+    """NumPy's broadcasting over sizes that may be symbolic (a symbol is >= 2, so it never
+    stretches; an expression that may be 1, such as ``s0 - 1``, is asked (a fact); two
+    different sizes broadcast only if equal, a fact the guards keep)."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out: list = []
+    for axis in range(ndim):
+        size: Any = 1
+        for shape in shapes:
+            d = shape[axis - ndim + len(shape)] if axis - ndim + len(shape) >= 0 else 1
+            if isinstance(d, int) and d == 1:
+                continue
+            if isinstance(d, Sym) and d.lower_bound() <= 1 and d == 1:
+                continue  # (``x[1:]`` of a length-2 array has length 1 and stretches: a fact)
+            if isinstance(size, int) and size == 1:
+                size = d
+            elif isinstance(d, Sym) and d.same_as(size) or d == size:
+                # equal (a fact when not the same expression): keep the simpler one
+                size = size if isinstance(size, int) or not isinstance(d, int) else d
+            else:
+                raise RuleError(f"{what} cannot be broadcast together: {shapes}")
+        out.append(size)
+    return tuple(out)
 
 
 def normalize_axes(axis: Any, ndim: int, what: str = "axis") -> tuple[int, ...]:
@@ -228,9 +303,12 @@ def as_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
     """A creation shape argument (int or sequence of ints) as a tuple; rejects negatives."""
     if isinstance(shape, ArrayMeta) or contains_meta(shape):
         raise RuleError(f"{what} built from traced values is data-dependent")
+    def dim(d: Any) -> Any:
+        return d if isinstance(d, Sym) else operator.index(d)  # (a size stays symbolic)
+
     try:
-        dims = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else \
-            tuple(operator.index(d) for d in shape)
+        dims = (dim(shape),) if not isinstance(shape, (tuple, list)) else \
+            tuple(dim(d) for d in shape)
     except TypeError as exc:
         raise RuleError(f"{what} must be an int or a sequence of ints, got {shape!r}") from exc
     if any(d < 0 for d in dims):
@@ -239,12 +317,64 @@ def as_shape(shape: Any, what: str = "shape") -> tuple[int, ...]:
 
 
 def check_size(shape: tuple[int, ...], dtype: np.dtype, what: str) -> None:
+    if is_symbolic(shape):
+        return  # (checked by NumPy when the graph runs, as in plain code)
     if prod(shape) * max(np.dtype(dtype).itemsize, 1) > _MAX_BYTES:
         raise RuleError(f"{what}: array of shape {shape} is too big for NumPy")
 
 
 def shrunk(shape: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(min(d, 1) for d in shape)
+    return tuple(operator.index(sym_min(d, 1)) for d in shape)
+
+
+# --------------------------------------------------------------------------- symbolic sizes
+
+#: Rules that compute with symbolic sizes (`fx.symbolic.Sym`). Any other rule gets its traced
+#: arrays with every symbolic size fixed to its value first (a fact, so a guard): always
+#: correct, only less general.
+SYMBOLIC_RULES: set = set()
+
+
+def symbolic(rule: Rule) -> Rule:
+    """Decorator: the rule handles symbolic sizes itself (see `SYMBOLIC_RULES`)."""
+    SYMBOLIC_RULES.add(rule)
+    return rule
+
+
+def _concrete_meta(value: Any) -> Any:
+    if isinstance(value, ArrayMeta):
+        if not is_symbolic(value.shape):
+            return value
+        return ArrayMeta(value.dtype, tuple(operator.index(d) for d in value.shape),
+                         value.is_scalar)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_concrete_meta(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _concrete_meta(v) for k, v in value.items()}
+    if isinstance(value, Sym):
+        return operator.index(value)
+    return value
+
+
+def _has_symbols(value: Any) -> bool:
+    if isinstance(value, ArrayMeta):
+        return is_symbolic(value.shape)
+    if isinstance(value, (tuple, list)):
+        return any(_has_symbols(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_symbols(v) for v in value.values())
+    if isinstance(value, slice):
+        return any(_has_symbols(v) for v in (value.start, value.stop, value.step))
+    return isinstance(value, Sym)
+
+
+def specialize_call(call: "Call") -> "Call":
+    """The call with symbolic sizes fixed (for rules not in `SYMBOLIC_RULES`)."""
+    if not _has_symbols(call.args) and not _has_symbols(call.kwargs):
+        return call
+    args, kwargs = _concrete_meta(call.args), _concrete_meta(call.kwargs)
+    margs = args[1:] if call.method else call.method_args
+    return Call(call.target, tuple(args), kwargs, call.method, tuple(margs))
 
 
 def out_metas(out: Any) -> tuple:

@@ -17,7 +17,7 @@ import numpy as np
 from fx.meta import ArrayMeta
 from fx.op_rules._core import (
     Call, Result, RuleError, as_shape, broadcast, check_size, contains_meta, normalize_axes,
-    register, shape_of, shrunk,
+    register, shape_of, shrunk, symbolic,
 )
 
 __all__: list[str] = []
@@ -32,6 +32,7 @@ def _run_with(call: Call, **changes: Any) -> Any:
 
 
 @register(np.zeros, np.ones, np.empty, np.full)
+@symbolic
 def _filled_rule(call: Call) -> Result:
     b = call.bind().arguments
     shape = as_shape(b["shape"])
@@ -43,6 +44,7 @@ def _filled_rule(call: Call) -> Result:
 
 
 @register(np.zeros_like, np.ones_like, np.empty_like, np.full_like)
+@symbolic
 def _like_rule(call: Call) -> Result:
     b = call.bind().arguments
     proto = next(iter(b.values()))  # "a" or "prototype", depending on the function

@@ -16,7 +16,7 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.op_rules._core import (
-    REJECTED, Call, Result, RuleError, broadcast, given, out_metas, register, shape_of,
+    REJECTED, Call, Result, RuleError, broadcast, given, out_metas, register, shape_of, symbolic,
 )
 
 __all__ = ["ufunc_rule", "BINARY_OPERATORS", "INPLACE_OPERATORS", "UNARY_OPERATORS"]
@@ -42,6 +42,7 @@ def _check_where(call: Call, where: Any, outs: tuple, nout: int) -> tuple[tuple[
     return (shape_of(where, "where="),)
 
 
+@symbolic
 def ufunc_rule(call: Call) -> Result:
     """One rule for every `np.ufunc`."""
     uf = call.target
@@ -144,12 +145,14 @@ UNARY_OPERATORS = (operator.neg, operator.pos, operator.invert, operator.abs)
 
 
 @register(*BINARY_OPERATORS, *UNARY_OPERATORS)
+@symbolic
 def _operator_rule(call: Call) -> Result:
     res = call.run()
     return call.result(res, broadcast(*(shape_of(x) for x in call.args), what=call.name))
 
 
 @register(*INPLACE_OPERATORS)
+@symbolic
 def _inplace_rule(call: Call) -> Result:
     res = call.run()
     shape = broadcast(*(shape_of(x) for x in call.args), what=call.name)
@@ -165,6 +168,7 @@ _MATMUL_SIGNATURE = np.matmul.signature
 
 
 @register(operator.matmul, operator.imatmul)
+@symbolic
 def _matmul_operator_rule(call: Call) -> Result:
     res = call.run()
     loop, core = gufunc_shape("@", _MATMUL_SIGNATURE, [shape_of(x) for x in call.args])
@@ -186,6 +190,7 @@ REJECTED.update({
 
 
 @register(np.isclose, np.nan_to_num, np.real, np.imag, np.angle, abs, pow)
+@symbolic
 def _elementwise_function_rule(call: Call) -> Result:
     """Python-level elementwise functions (and the builtins abs/pow on arrays)."""
     res = call.run()
@@ -194,6 +199,7 @@ def _elementwise_function_rule(call: Call) -> Result:
 
 
 @register(divmod)
+@symbolic
 def _divmod_builtin_rule(call: Call) -> Result:
     res = call.run()
     shape = broadcast(*(shape_of(v) for v in call.args), what="divmod")
@@ -203,6 +209,7 @@ def _divmod_builtin_rule(call: Call) -> Result:
 
 
 @register(np.where)
+@symbolic
 def _where_rule(call: Call) -> Result:
     if len(call.args) + len(call.kwargs) == 1:
         raise RuleError("np.where(condition) returns indices whose number depends on the data")
@@ -218,6 +225,7 @@ def _with_out(call: Call, res: Any, shape: tuple, out: Any) -> ArrayMeta:
 
 
 @register(np.clip)
+@symbolic
 def _clip_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind()
@@ -231,6 +239,7 @@ def _clip_rule(call: Call) -> Result:
 
 
 @register(np.round, np.around)
+@symbolic
 def _round_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind()

@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from fx.meta import ArrayMeta
+from fx.symbolic import Sym
 from fx.op_rules._core import (
-    Call, Result, RuleError, broadcast, register, shape_of, shrunk,
+    Call, Result, RuleError, broadcast, register, shape_of, shrunk, specialize_call, symbolic,
 )
+from fx.symbolic import hint, is_symbolic, sym_max, sym_min
 
 __all__: list[str] = []
 
@@ -138,16 +140,79 @@ def _target(call: Call, x: Any, index: Any) -> tuple[Any, tuple]:
             raise RuleError("indexing with a traced boolean mask gives a data-dependent shape; "
                             "use np.where(mask, x, other) instead")
     entries = _expand_constants(entries)
+    if not any(_is_advanced(e) for e in entries) and isinstance(x, ArrayMeta) and (
+            is_symbolic(x.shape) or any(isinstance(e, Sym) or isinstance(e, slice) and
+                                        is_symbolic((e.start, e.stop, e.step)) for e in entries)):
+        return _symbolic_basic(call, x, index, entries)
     if not any(_is_advanced(e) for e in entries):
         res = call.run("view", args=(x, tuple(entries) if isinstance(index, tuple) else
                                      entries[0]), kwargs={}, fn=operator.getitem)
         return res, (res.shape if isinstance(res, np.ndarray) else ())
     if not isinstance(x, ArrayMeta) or x.is_scalar:
         raise RuleError("advanced indexing of a NumPy scalar is not supported")
+    if is_symbolic(x.shape) or any(isinstance(e, ArrayMeta) and is_symbolic(e.shape)
+                                   for e in entries):
+        concrete = specialize_call(call)
+        return _target(concrete, concrete.args[0], concrete.args[1])
     return None, _advanced_shape(x.shape, entries)
 
 
+def _slice_length(sl: slice, n: Any) -> Any:
+    """``len(range(*sl.indices(n)))`` where the size `n` and the bounds may be symbolic."""
+    if not is_symbolic((n, sl.start, sl.stop, sl.step)):
+        return len(range(*sl.indices(n)))
+    step = 1 if sl.step is None else operator.index(sl.step)
+    if step == 0:
+        raise RuleError("ValueError: slice step cannot be zero")
+    start, stop = sl.start, sl.stop
+    if step > 0:
+        lo = 0 if start is None else (sym_min(start, n) if start >= 0 else sym_max(n + start, 0))
+        hi = n if stop is None else (sym_min(stop, n) if stop >= 0 else sym_max(n + stop, 0))
+        return sym_max((hi - lo + step - 1) // step, 0)
+    lo = n - 1 if start is None else (sym_min(start, n - 1) if start >= 0 else
+                                      sym_max(n + start, -1))
+    hi = -1 if stop is None else (sym_min(stop, n - 1) if stop >= 0 else sym_max(n + stop, -1))
+    return sym_max((lo - hi - step - 1) // -step, 0)
+
+
+def _symbolic_basic(call: Call, x: ArrayMeta, index: Any, entries: list) -> tuple[Any, tuple]:
+    """Basic indexing of an array with symbolic sizes: NumPy validates the index (and gives the
+    dtype and scalar-ness) on a stand-in of the traced sizes; the shape is computed here, with
+    a fact for every integer index whose bounds the sizes do not settle."""
+    if any(isinstance(e.step, Sym) for e in entries if isinstance(e, slice)):
+        concrete = specialize_call(call)
+        return _target(concrete, *concrete.args[:2])
+    traced = ArrayMeta(x.dtype, hint(x.shape), x.is_scalar)
+    res = call.run("view", args=(traced, index), kwargs={}, fn=operator.getitem)
+    consumed = sum(e is not None and e is not Ellipsis for e in entries)
+    shape, out, dim = x.shape, [], 0
+    if not any(e is Ellipsis for e in entries):
+        entries = entries + [Ellipsis]
+    for e in entries:
+        if e is None:
+            out.append(1)
+        elif e is Ellipsis:
+            k = len(shape) - consumed
+            out.extend(shape[dim: dim + k])
+            dim += k
+        elif isinstance(e, slice):
+            out.append(_slice_length(e, shape[dim]))
+            dim += 1
+        elif isinstance(e, ArrayMeta):  # a traced integer scalar: NumPy checks it at run time
+            dim += 1
+        else:
+            i, n = (e if isinstance(e, Sym) else operator.index(e)), shape[dim]
+            if not (n > i if i >= 0 else n >= -i):
+                raise RuleError(f"IndexError: index {i} is out of bounds for axis {dim} with "
+                                f"size {hint(n)}")
+            dim += 1
+    if isinstance(res, np.generic):
+        return res, ()
+    return res, tuple(out)
+
+
 @register(operator.getitem)
+@symbolic
 def _getitem_rule(call: Call) -> Result:
     x, index = call.args
     if not isinstance(x, ArrayMeta):
@@ -155,6 +220,8 @@ def _getitem_rule(call: Call) -> Result:
     res, shape = _target(call, x, index)
     if res is None:
         return ArrayMeta(x.dtype, shape, False)
+    if is_symbolic(x.shape) and not isinstance(res, np.generic):
+        return ArrayMeta(res.dtype, shape, False)
     return call.result(res)
 
 
@@ -166,6 +233,7 @@ def _check_value_cast(call: Call, dtype: np.dtype, value: Any) -> None:
 
 
 @register(operator.setitem)
+@symbolic
 def _setitem_rule(call: Call) -> Result:
     x, index, value = call.args
     if not isinstance(x, ArrayMeta) or x.is_scalar:

@@ -14,7 +14,7 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.op_rules._core import (
-    Call, Result, RuleError, broadcast, given, normalize_axes, register, shape_of,
+    Call, Result, RuleError, broadcast, given, normalize_axes, register, shape_of, symbolic,
 )
 
 __all__ = ["REDUCTIONS", "CUMULATIVE", "UFUNC_METHOD_RULES", "reduced_shape"]
@@ -37,6 +37,7 @@ def reduced_shape(shape: tuple[int, ...], axis: object, keepdims: bool) -> tuple
 
 
 @register(*REDUCTIONS)
+@symbolic
 def _reduction_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind().arguments
@@ -56,6 +57,7 @@ def _reduction_rule(call: Call) -> Result:
 
 
 @register(*CUMULATIVE)
+@symbolic
 def _cumulative_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind().arguments
@@ -80,6 +82,7 @@ def _check_reduce_out(call: Call, out: object, shape: tuple) -> None:
         raise RuleError(f"{call.name}: out= must be a traced array of shape {shape}")
 
 
+@symbolic
 def _ufunc_reduce_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind().arguments
@@ -93,6 +96,7 @@ def _ufunc_reduce_rule(call: Call) -> Result:
     return call.result(res, shape)
 
 
+@symbolic
 def _ufunc_accumulate_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind().arguments
@@ -101,6 +105,7 @@ def _ufunc_accumulate_rule(call: Call) -> Result:
     return call.result(res, shape)
 
 
+@symbolic
 def _ufunc_outer_rule(call: Call) -> Result:
     if "out" in call.kwargs or "where" in call.kwargs:
         raise RuleError(f"{call.name}: out=/where= of ufunc.outer are not supported by the rules")

@@ -8,6 +8,7 @@ and validates everything, and no data is allocated because the result is again a
 
 from __future__ import annotations
 
+import operator
 from math import prod
 from typing import Any
 
@@ -15,8 +16,10 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.op_rules._core import (
-    Call, Result, RuleError, normalize_axes, register, shape_of,
+    Call, Result, RuleError, _has_symbols, given, normalize_axes, register, shape_of,
+    specialize_call, symbolic,
 )
+from fx.symbolic import Sym, is_symbolic
 
 __all__ = ["VIEW_FUNCTIONS", "view_rule"]
 
@@ -27,8 +30,121 @@ VIEW_FUNCTIONS = (
 )
 
 
+#: View functions whose result dimensions are always input dimensions (moved, kept or
+#: dropped) or new 1s: their symbolic result shape is read from one stand-in run in which each
+#: symbolic size is a distinct probe value.
+_REARRANGING = (
+    np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims, np.matrix_transpose,
+    np.permute_dims, np.flip, np.fliplr, np.flipud, np.rot90, np.atleast_1d, np.atleast_2d,
+    np.atleast_3d,
+)
+_PROBES = (10007, 10009, 10037, 10039)
+
+
+def _symbols_of(value: Any, found: list) -> None:
+    if isinstance(value, ArrayMeta):
+        found.extend(d for d in value.shape if isinstance(d, Sym) and
+                     not any(d.same_as(f) for f in found))
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _symbols_of(v, found)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _symbols_of(v, found)
+
+
+def _probed(value: Any, probes: dict) -> Any:
+    if isinstance(value, ArrayMeta):
+        return ArrayMeta(value.dtype, tuple(
+            next(p for s, p in probes.items() if s.same_as(d)) if isinstance(d, Sym) else d
+            for d in value.shape), value.is_scalar)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_probed(v, probes) for v in value)
+    if isinstance(value, dict):
+        return {k: _probed(v, probes) for k, v in value.items()}
+    return value
+
+
+def _rearranged(call: Call, kwargs: dict) -> Result:
+    """A rearranging view (`_REARRANGING`) of arrays with symbolic sizes."""
+    syms: list = []
+    _symbols_of((call.args, kwargs), syms)
+    static = [d for m in (*call.args, *kwargs.values()) if isinstance(m, ArrayMeta)
+              for d in m.shape if not isinstance(d, Sym)]
+    if len(syms) > len(_PROBES) or any(d in _PROBES for d in static):
+        return view_rule(specialize_call(call))
+    probes = dict(zip(syms, _PROBES))
+    margs = _probed(call.method_args, probes)
+    probe_call = Call(call.target, _probed(call.args, probes), _probed(kwargs, probes),
+                      call.method, margs)
+    res = probe_call.run("view", kwargs=probe_call.kwargs)
+    if not isinstance(res, np.ndarray):
+        return probe_call.result(res)
+    back = {p: s for s, p in probes.items()}
+    shape = tuple(back.get(d, d) for d in res.shape)
+    return ArrayMeta(res.dtype, shape, False)
+
+
+def _reshape_args(call: Call) -> Any:
+    if call.method:
+        margs = call.method_args
+        if "shape" in call.kwargs:
+            return call.kwargs["shape"]
+        return margs[0] if len(margs) == 1 else tuple(margs)
+    b = call.bind().arguments
+    shape = b.get("shape")
+    if shape is None or not given(shape):
+        shape = b.get("newshape")
+    return shape
+
+
+def _symbolic_reshape(call: Call) -> Result:
+    """``reshape`` of an array with symbolic sizes: at most one -1, whose size is the total
+    divided by the others (a fact checks that it divides evenly)."""
+    x = call.args[0]
+    newshape = _reshape_args(call)
+    if newshape is None or x.is_scalar:
+        return view_rule(specialize_call(call))
+    dims = (newshape,) if not isinstance(newshape, (tuple, list)) else tuple(newshape)
+    try:
+        dims = tuple(d if isinstance(d, Sym) else operator.index(d) for d in dims)
+    except TypeError:
+        return view_rule(specialize_call(call))
+    if sum(d == -1 for d in dims) > 1 or any(d < -1 for d in dims):
+        return view_rule(specialize_call(call))
+    total = prod(x.shape)
+    known = prod(d for d in dims if d != -1)
+    if -1 in dims:
+        if known == 0 or total % known != 0:
+            raise RuleError(f"ValueError: cannot reshape array of size {total} into shape {dims}")
+        missing = total // known
+        shape = tuple(missing if d == -1 else d for d in dims)
+    else:
+        if total != known:
+            raise RuleError(f"ValueError: cannot reshape array of size {total} into shape {dims}")
+        shape = dims
+    # dtype and NumPy's validation of the other arguments, on a stand-in of the traced sizes
+    from fx.symbolic import hint
+    traced = ArrayMeta(x.dtype, hint(x.shape), False)
+    concrete_dims = tuple(hint(d) for d in shape)
+    margs = (concrete_dims,) if call.method else call.method_args
+    res = Call(call.target, (traced, concrete_dims) if not call.method else (traced, *margs),
+               {k: v for k, v in call.kwargs.items() if k not in ("shape", "newshape")},
+               call.method, margs).run("view")
+    return ArrayMeta(res.dtype, shape, False)
+
+
 @register(*VIEW_FUNCTIONS)
+@symbolic
 def view_rule(call: Call) -> Result:
+    if call.target is np.reshape and _has_symbols(call.args):
+        return _symbolic_reshape(call)
+    if any(isinstance(a, ArrayMeta) and is_symbolic(a.shape) for a in call.args):
+        if call.target is np.reshape:
+            return _symbolic_reshape(call)
+        if call.target in _REARRANGING:
+            return _rearranged(call, call.kwargs)
+        call = specialize_call(call)
     kwargs = call.kwargs
     if kwargs.get("copy") is True:  # a copy has the view's meta; don't make one
         kwargs = {k: v for k, v in kwargs.items() if k != "copy"}
@@ -40,6 +156,7 @@ def view_rule(call: Call) -> Result:
 
 
 @register(np.atleast_1d, np.atleast_2d, np.atleast_3d)
+@symbolic
 def _atleast_rule(call: Call) -> Result:
     if len(call.args) != 1 or call.kwargs:
         raise RuleError(f"{call.name} with several arrays returns a list; not supported")
@@ -47,12 +164,14 @@ def _atleast_rule(call: Call) -> Result:
 
 
 @register(np.ravel)
+@symbolic
 def _ravel_rule(call: Call) -> Result:
     res = call.run()
     return call.result(res, (prod(shape_of(call.args[0])),))
 
 
 @register(np.copy, np.astype)
+@symbolic
 def _same_shape_rule(call: Call) -> Result:
     res = call.run()
     return call.result(res, shape_of(call.args[0]))
@@ -82,6 +201,7 @@ def _check_join_out(call: Call, out: Any, shape: tuple) -> None:
 
 
 @register(np.concatenate)
+@symbolic
 def _concatenate_rule(call: Call) -> Result:
     res = call.run()  # validates count, equal ndim, 0-d operands, axis, dtype and casting
     b = call.bind().arguments
@@ -91,6 +211,7 @@ def _concatenate_rule(call: Call) -> Result:
 
 
 @register(np.stack)
+@symbolic
 def _stack_rule(call: Call) -> Result:
     res = call.run()
     b = call.bind().arguments
@@ -110,6 +231,7 @@ def _at_least(shape: tuple, n: int) -> tuple:
 
 
 @register(np.vstack)
+@symbolic
 def _vstack_rule(call: Call) -> Result:
     res = call.run()
     shapes = [_at_least(s, 2) for s in _join_shapes(call, call.bind().arguments["tup"])]
@@ -117,6 +239,7 @@ def _vstack_rule(call: Call) -> Result:
 
 
 @register(np.hstack)
+@symbolic
 def _hstack_rule(call: Call) -> Result:
     res = call.run()
     shapes = [_at_least(s, 1) for s in _join_shapes(call, call.bind().arguments["tup"])]

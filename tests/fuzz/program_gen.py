@@ -31,7 +31,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 __all__ = ["ArgSpec", "Program", "programs", "make_args", "other_values", "TRANSCENDENTAL",
-           "TAINT_ULPS"]
+           "TAINT_ULPS", "arg_sizes", "resized", "other_scalar"]
 
 #: Tolerance, in units in the last place, for float outputs computed from transcendental
 #: functions in the C backend (libm/libmvec are within 4 ULP; a few exact ops may follow).
@@ -176,6 +176,63 @@ def other_values(specs: tuple[ArgSpec, ...]) -> tuple[ArgSpec, ...]:
                         seed=None if s.seed is None else s.seed + 1)
         out.append(s)
     return tuple(out)
+
+
+def arg_sizes(specs: tuple[ArgSpec, ...]) -> list[int]:
+    """The distinct dimension sizes >= 2 of the array arguments, ascending (the sizes a
+    dynamic-shapes compile may make symbolic; views and aliases follow their argument)."""
+    return sorted({d for s in specs if s.kind == "array" for d in s.shape if d >= 2})
+
+
+def _cycled(values: tuple, size: int) -> tuple:
+    if not values:
+        return ()
+    return tuple(values[i % len(values)] for i in range(size))
+
+
+def resized(specs: tuple[ArgSpec, ...], sizes: dict[int, int],
+            scalars: dict[int, Any] | None = None,
+            dims: dict[tuple[int, int], int] | None = None,
+            layouts: dict[int, str] | None = None) -> tuple[ArgSpec, ...]:
+    """The same arguments with every dimension size ``d`` in `sizes` replaced by ``sizes[d]``
+    (the same map for every argument, so equal sizes stay equal and broadcasting patterns stay
+    valid when 0 and 1 are kept), the element values cycled over the new size (special values
+    stay), and scalar argument ``i`` replaced by ``scalars[i]`` where given. ``dims`` maps
+    (argument, dimension) to a size instead, before `sizes` (sizes equal by chance may then
+    differ: NumPy may raise); ``layouts`` gives array argument ``i`` another memory layout
+    (`LAYOUTS`). For tests/fuzz/test_dynamic_differential.py (dynamic shapes)."""
+    out = []
+    for i, s in enumerate(specs):
+        if s.kind == "array":
+            shape = tuple((dims or {}).get((i, k), sizes.get(d, d))
+                          for k, d in enumerate(s.shape))
+            layout = (layouts or {}).get(i, s.layout) if shape else s.layout
+            if shape != s.shape or layout != s.layout:
+                size = math.prod(_base_shape(shape, layout))
+                s = replace(s, shape=shape, layout=layout,
+                            values=_cycled(s.values, size) if s.seed is None else ())
+        elif s.kind == "scalar" and scalars and i in scalars:
+            s = replace(s, value=scalars[i])
+        out.append(s)
+    return tuple(out)
+
+
+def other_scalar(value: Any, k: int) -> Any:
+    """Another Python scalar of the same type as `value` (choice `k`: ordinary values first,
+    then ones NumPy treats specially: signed zero, NaN, infinities, out-of-range integers)."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        # Huge values only for a program that already ran with one: a statement such as
+        # ``s1 ** s1`` or ``s1 << s1`` on Python ints would never finish.
+        pool = [value + 1, 2, 3, 4, 6, -value - 2, 0, 300, -129, 7]
+        if abs(value) >= 2**31:
+            pool += [2**63, -2**63 - 1]
+    elif isinstance(value, float):
+        pool = [value * 2 + 0.5, 2.5, -1.25, -0.0, 0.0, math.nan, math.inf, 1e308]
+    else:
+        pool = [value + 1j, 2 - 1j, complex(0.0, -0.0), complex(math.nan, 1.0)]
+    return pool[k % len(pool)]
 
 
 @dataclass
@@ -521,6 +578,94 @@ STATEMENTS = [_binary] * 5 + [_unary] * 3 + [_reduction] * 3 + [_shape_op] * 2 +
     [_where, _astype, _matmul, _clip] + [_inplace] * 2
 
 
+# Statements about sizes (``programs(sizes=True)``, for the dynamic-shapes fuzzer) ----------------
+#
+# Each reads sizes from arrays (``x.shape[0]``, ``len(x)``, ``x.size``) or makes results whose
+# shape is an expression over them (slices, reshapes, joins, creation, diagonals), so that a
+# compile with symbolic sizes has to reason about them and guard what it relied on.
+
+_SIZE_VIEWS = ["{a}[:{a}.shape[0] // 2]", "{a}[{a}.shape[0] // 2:]", "{a}[1:-1]", "{a}[:-2]",
+               "{a}[2:5]", "{a}[-3:]", "{a}[::3]", "{a}[::-2]", "{a}[len({a}) - 1]",
+               "{a}[len({a}) // 2]", "{a}[:len({b})]", "{a}[:min(len({a}), 3)]",
+               "{a}[max(len({a}) - 2, 1):]", "{a}[::len({a}) - 1]", "{a}[-len({b}):]",
+               "{a}.reshape({a}.shape[0], -1)", "{a}.reshape(-1, {a}.shape[-1])",
+               "{a}.reshape({a}.shape[::-1])", "{a}.reshape({a}.size)", "{a}.reshape(2, -1)",
+               "{a}.reshape(-1, 2)", "{a}[1:] + {a}[:-1]", "{a}[..., 1:] - {a}[..., :-1]",
+               "np.flip({a}, 0)", "np.expand_dims({a}, 0)", "np.moveaxis({a}, 0, -1)",
+               "np.atleast_2d({a})", "np.broadcast_to({a}, (2,) + {a}.shape)", "np.squeeze({a})",
+               "{a}[:, None] * {b}[None, :]", "{a}[None] + {b}[:, None]", "np.diff({a})",
+               "np.tile({a}, 2)", "np.repeat({a}, 2)", "np.take({a}, [0, -1])", "{a}[[0, -1]]",
+               "np.sort({a}, axis=0)", "np.cumsum({a}, axis=0)", "np.add.accumulate({a})",
+               "np.ravel({a})[:{b}.size]", "{a}.ravel()[::{a}.shape[0]]", "{a}[..., None] @ {b}",
+               "{a}[:len({b})] + {b}", "{a}[-len({b}):] * {b}", "{a}[{b}.shape[0]:]",
+               "{a}[len({b}) // 2:len({b})]", "{a}[..., :{b}.shape[-1]] - {b}",
+               "{a}[:{b}.shape[0] - 1]", "{a}[:len({a}) - len({b})]", "{a}[{b}.ndim:]"]
+_SIZE_VIEWS_2D = ["np.diagonal({a})", "{a}[:, :{a}.shape[1] - 1]", "{a}[:{a}.shape[1], 0]",
+                  "np.rot90({a})", "{a}.T @ {a}", "{a} @ {a}.T", "np.trace({a})",
+                  "{a}[:, ::-1][1:, :-1]", "np.swapaxes({a}, 0, 1)[:len({b})]"]
+_SIZE_ARITH = ["{a} * {a}.shape[0]", "{a} / len({a})", "{a} + {a}.size",
+               "{a} - ({a}.shape[-1] - 1)",
+               "{a}.sum(axis=0) / {a}.shape[0]", "np.where({a} > 0, {a}.shape[0], -1)",
+               "{a} * ({a}.shape[0] % 2)", "{a} // ({a}.shape[0] // 2)", "{a}.mean(axis=0)",
+               "np.var({a}, axis=0)", "np.std({a})", "np.ptp({a}, axis=-1)",
+               "np.nanmean({a}, axis=-1)", "{a} * (len({a}) == len({b}))",
+               "{a} + ({a}.shape[0] > 3)", "{a} * {a}.ndim", "np.cumprod({a}, axis=-1)",
+               "np.add.reduce({a}, axis=0)", "np.multiply.outer({a}, {b})", "np.outer({a}, {b})"]
+_SIZE_CREATE = ["np.zeros({a}.shape)", "np.ones(({a}.shape[0], 2))", "np.full({a}.shape[-1], 2.5)",
+                "np.zeros_like({a})", "np.ones_like({a}, dtype=np.float32)",
+                "np.arange({a}.shape[0])", "np.arange(len({a})) * {b}", "np.eye({a}.shape[0])",
+                "np.linspace(0, 1, {a}.shape[-1])", "np.full_like({a}, 7)",
+                "np.identity(len({a}))", "np.zeros({a}.shape[::-1]) + {b}.T",
+                "np.full(({b}.shape[0], {a}.shape[-1]), 1.5)"]
+_SIZE_JOIN = ["np.concatenate([{a}, {b}])", "np.concatenate([{a}, {a}[1:]])",
+              "np.concatenate([{a}, {b}], axis=-1)", "np.concatenate([{a}, {a}[:, ::2]], axis=1)",
+              "np.stack([{a}, {b}])", "np.stack([{a}, {b}], axis=-1)", "np.vstack([{a}, {b}])",
+              "np.hstack([{a}, {b}])", "np.concatenate([{a}.ravel(), {b}.ravel()])"]
+_SIZE_SETS = ["{a}[:{a}.shape[0] // 2] = {b}", "{a}[1:] = {a}[:-1]", "{a}[::-1] = {a}",
+              "{a}[-1] = {b}", "{a}[len({a}) // 2:] *= 2", "{a}[:len({b})] = {b}",
+              "{a}[..., :{a}.shape[-1] - 1] += 1", "{a}[{a}.shape[0] - 1] = {a}[0]"]
+#: Int scalar arguments used as sizes and indices (graph inputs once their value changed).
+_SCALAR_SIZES = ["{a}[:{s}]", "{a}[{s}:]", "{a}[::-1][:{s}]", "{a}[..., :{s}]",
+                 "{a}.reshape({s}, -1)", "{a}[-{s}:]", "{a}.reshape({s}, -1).shape[-1] * {a}",
+                 "{a}.reshape(-1, {s})[::-1] * 2", "{a}.reshape(-1)[{s}]", "{a}[{s}] + {a}",
+                 "np.expand_dims({a}, 0).reshape({s}, -1).T", "len({a}.reshape(-1, {s})) + {a}",
+                 "{a}.ravel()[:{s}].size * {a}", "{a}.reshape({s}, -1).sum(axis=0)"]
+
+
+def _size_statement(g: _Gen) -> bool:
+    a = g.pick(lambda v: np.ndim(v) >= 1, op="shape")
+    if a is None:
+        return True
+    b = g.pick(lambda v: np.ndim(v) >= 1, op="shape") or a
+    if g.c_mode and (a in g.tainted or b in g.tainted):
+        return True  # (sums, differences, sorts: not within a few ULP of a tainted input)
+    ints = [n for n, v in g.env.items() if type(v) is int and not n.startswith("v")]
+    kind = 6 if ints and g.draw(_ints(0, 2)) == 0 else g.draw(_ints(0, 5))
+    if kind == 6:
+        pool = [t.replace("{s}", _choice(g.draw, ints)) for t in _SCALAR_SIZES]
+        op = "shape"
+    elif kind == 0:
+        pool = _SIZE_VIEWS + (_SIZE_VIEWS_2D if np.ndim(g.env[a]) >= 2 else [])
+        op = "shape"
+    elif kind == 1:
+        pool, op = _SIZE_ARITH, "size_arith"
+    elif kind == 2:
+        pool, op = _SIZE_CREATE, "size_create"
+    elif kind == 3:
+        pool, op = _SIZE_JOIN, "size_join"
+    else:
+        t = g.pick(lambda v: isinstance(v, np.ndarray) and v.ndim >= 1, op="setitem")
+        if t is None or g.c_mode and t in g.tainted:
+            return True
+        text = _choice(g.draw, _SIZE_SETS).format(a=t, b=b)
+        return g.run(text, [b, t], "size_set", target=t)
+    text = _choice(g.draw, pool).format(a=a, b=b)
+    return g.run(f"{g.fresh()} = {text}", [a, b], op)
+
+
+SIZE_STATEMENTS = STATEMENTS + [_size_statement] * 19
+
+
 # Arguments ----------------------------------------------------------------------------------
 
 @st.composite
@@ -576,9 +721,14 @@ def _arg_specs(draw: Any, c_mode: bool = False) -> tuple[ArgSpec, ...]:
 
 
 @st.composite
-def programs(draw: Any, c_mode: bool = False) -> Program:
-    """A `Program`; ``c_mode`` keeps tainted values to the `TAINT_SAFE` operations."""
+def programs(draw: Any, c_mode: bool = False, sizes: bool = False) -> Program:
+    """A `Program`; ``c_mode`` keeps tainted values to the `TAINT_SAFE` operations; ``sizes``
+    also draws statements about sizes (`_size_statement`, for the dynamic-shapes fuzzer)."""
     specs = draw(_arg_specs(c_mode))
+    if sizes and draw(_BOOLS):  # an int argument for the statements about sizes
+        specs += (ArgSpec("scalar", value=_choice(draw, [2, 3, 4, 1, 6])),)
+    if sizes and draw(_ints(0, 2)) == 0:  # an array with sizes of its own
+        specs += (draw(_array_spec(None, c_mode)),)
     try:
         values, _ = make_args(specs)
     except (ValueError, IndexError):  # a view that does not fit: the same object instead
@@ -588,7 +738,7 @@ def programs(draw: Any, c_mode: bool = False) -> Program:
     g = _Gen(draw, names, values, c_mode)
     n_stmts = draw(_ints(1, 5 if c_mode else 6))
     for _ in range(n_stmts):
-        stmt = _choice(draw, (STATEMENTS))
+        stmt = _choice(draw, SIZE_STATEMENTS if sizes else STATEMENTS)
         if not stmt(g):
             break
     locals_ = [n for n in g.env if n.startswith("v")]

@@ -18,12 +18,23 @@ runs eagerly (``gm.forward``) with one `CBackendWarning`. While an ``np.errstate
 (or calls, prints, logs, reports underflow) no kernel runs and the compiled function runs
 ``gm.forward``: the graph's statements in program order, so the first failing one raises.
 The fusion report goes to ``gm.meta["fusion_report"]`` and the ``dynamo.kernels`` logger (INFO).
+
+Dynamic shapes: a graph whose metas hold symbolic sizes (`fx.symbolic.Sym`) is planned once over
+those symbols and its kernels' C does not depend on the sizes, so every size the guards admit
+runs the same kernels (no gcc per size). Each call reads the symbols' values from the inputs'
+shapes (the placeholders that carry a bare symbol), evaluates each kernel's domain (cached per
+tuple of sizes) and passes it to the runner. Planning never compares symbols with ``==``/``<``
+(that would record a guard fact after the guards were built, silently lost): it works on a copy
+of the trace's `ShapeEnv` that raises instead of recording (`_PlanningEnv`); a question only a
+guard could answer makes the graph run with NumPy. A symbolic kernel is built when its domain
+at trace time (the hints) reaches ``min_size``; a call whose domain is below it runs NumPy.
 Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size, calibrate,
 compiler, cflags, block, fp_errors, vector_math, run_passes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import warnings
@@ -32,7 +43,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from fx.meta import ArrayMeta
 from fx.node import Node, map_arg
+from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
 
 # The build layer (and the stdlib modules it needs: subprocess, pathlib, json, ...) is imported
 # with the backend, not inside the first compile: a disk-cache hit in a new process then costs
@@ -104,7 +117,7 @@ _MAX_ROUNDS, _MIN_ROUNDS, _BUDGET_S = 5, 2, 0.05
 
 
 def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], env: dict,
-               first_kernel_s: float) -> bool:
+               first_kernel_s: float, shape: tuple[int, ...] | None = None) -> bool:
     """Is the kernel at least as fast as its NumPy path? Best-of-N of each, interleaved.
 
     The first kernel call pays one-off costs (code pages of the fresh library, libmvec) and
@@ -121,7 +134,7 @@ def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], 
         with np.errstate(all="ignore"):
             numpy_path(dict(env))
         t1 = time.perf_counter()
-        runner(args)
+        runner(args, shape)
         t2 = time.perf_counter()
         numpy_best, kernel_best = min(numpy_best, t1 - t0), min(kernel_best, t2 - t1)
         spent += t2 - t0
@@ -131,13 +144,21 @@ def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], 
     return kernel_best <= numpy_best
 
 
-def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[dict], None]:
+#: Key of the env entry holding {kernel name: concrete domain shape, or None to run NumPy}
+#: for the current call of a graph with symbolic sizes.
+_SHAPES = object()
+
+
+def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool,
+                 dynamic: bool = False) -> Callable[[dict], None]:
     """Run kernel ``k`` (or, when the kernel declines or is slower, its member nodes with NumPy).
 
     With ``calibrate``, the first call times both paths (`_calibrate`, results discarded) and
     then computes its result with the chosen one, exactly as every later call does: a result
     never depends on how often the function ran. The verdict is kept on the runner
-    (``use_kernel``). Kernel outputs are discarded in favour of the NumPy path when the kernel
+    (``use_kernel``). With ``dynamic`` (symbolic sizes) the kernel's concrete domain is read
+    from ``env[_SHAPES]`` (None: below ``min_size`` for this call, NumPy runs). Kernel outputs
+    are discarded in favour of the NumPy path when the kernel
     raised a floating-point flag whose errstate mode is 'warn' (`kernel.fp_warn_mask`), so the
     warnings are exactly NumPy's.
     """
@@ -174,6 +195,7 @@ def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[
         return numpy_path
 
     runner.use_kernel = None if calibrate else True
+    name = k.name
 
     def step(env: dict) -> None:
         warn = fp_warn_mask() if fp else 0
@@ -182,13 +204,18 @@ def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool) -> Callable[[
         verdict = runner.use_kernel
         if verdict is False:
             return numpy_path(env)
+        shape = None
+        if dynamic:
+            shape = env[_SHAPES][name]
+            if shape is None:
+                return numpy_path(env)
         t0 = time.perf_counter()
-        got = runner([env[n] for n in in_nodes])
+        got = runner([env[n] for n in in_nodes], shape)
         if got is None:
             return numpy_path(env)
         if verdict is None:
             runner.use_kernel = verdict = _calibrate(runner, in_nodes, numpy_path, env,
-                                                     time.perf_counter() - t0)
+                                                     time.perf_counter() - t0, shape)
             if not verdict:
                 return numpy_path(env)
         results, flags = got
@@ -226,16 +253,132 @@ def _run_passes(gm: Any) -> None:
         gm.recompile()
 
 
+class _Undecided(Exception):
+    """Planning asked a question about symbolic sizes that only a new guard could answer."""
+
+
+class _PlanningEnv(ShapeEnv):
+    """A copy of a trace's `ShapeEnv` for planning kernels: a question the symbols' bounds do
+    not settle raises `_Undecided` instead of recording a fact (the guards are already built:
+    a fact recorded now would never be checked, and a plan relying on it could be wrong)."""
+
+    def _record(self, lhs: Any, op: str, rhs: Any) -> None:
+        if Fact(lhs, op, rhs) in self.facts:
+            return  # the trace relied on it: the guards check it already
+        raise _Undecided(f"planning would need a guard: {Sym(lhs, self)} {op} {Sym(rhs, self)}")
+
+
+def _planning_env(env: ShapeEnv) -> _PlanningEnv:
+    """A `_PlanningEnv` with ``env``'s symbols, hints, facts and replacements (copies)."""
+    strict = _PlanningEnv(hints=list(env.hints), origins=list(env.origins),
+                          facts=list(env.facts), replacements=dict(env.replacements))
+    strict._by_origin = dict(env._by_origin)
+    return strict
+
+
+def _syms_in(val: Any) -> list[Sym]:
+    if isinstance(val, Sym):
+        return [val]
+    if isinstance(val, ArrayMeta):
+        return [d for d in val.shape if isinstance(d, Sym)]
+    if isinstance(val, (tuple, list)):
+        return [s for v in val for s in _syms_in(v)]
+    return []
+
+
+def _rebind(val: Any, env: ShapeEnv) -> Any:
+    """``val`` (a meta) with every Sym moved to ``env`` (the same object when it has none)."""
+    if isinstance(val, Sym):
+        return Sym(val.poly, env)
+    if isinstance(val, ArrayMeta) and any(isinstance(d, Sym) for d in val.shape):
+        return dataclasses.replace(val, shape=tuple(Sym(d.poly, env) if isinstance(d, Sym)
+                                                    else d for d in val.shape))
+    if isinstance(val, (tuple, list)) and _syms_in(val):
+        if type(val) not in (tuple, list):  # a named tuple or subclass: not rebuilt here
+            raise _Undecided(f"symbolic sizes inside a {type(val).__name__} meta")
+        return type(val)(_rebind(v, env) for v in val)
+    return val
+
+
+def _planning_metas(graph: Any) -> dict[Any, Any]:
+    """Move the graph's symbolic metas to a `_PlanningEnv` (in place); returns {node: original
+    meta} to put back afterwards (empty for a graph with static sizes)."""
+    envs = {id(s.env): s.env for n in graph.nodes for s in _syms_in(n.meta.get("val"))}
+    if not envs:
+        return {}
+    if len(envs) > 1:
+        raise _Undecided("sizes of several traces in one graph")
+    (env,) = envs.values()
+    strict = _planning_env(env)
+    originals = {}
+    for n in graph.nodes:
+        val = n.meta.get("val")
+        new = _rebind(val, strict)
+        if new is not val:
+            originals[n] = val
+            n.meta["val"] = new
+    return originals
+
+
+def _size_sources(placeholders: list) -> dict[int, tuple[int, int]]:
+    """Symbol number -> (argument position, dimension) of an input whose size it is."""
+    sources: dict[int, tuple[int, int]] = {}
+    for i, p in enumerate(placeholders):
+        val = p.meta.get("val")
+        if isinstance(val, ArrayMeta) and not val.is_scalar:
+            for j, d in enumerate(val.shape):
+                k = symbol_number(d)
+                if k is not None:
+                    sources.setdefault(k, (i, j))
+    return sources
+
+
+def _domain_hint(k: Kernel) -> int:
+    """The kernel's domain size at trace time (no guard fact recorded)."""
+    return prod(hint(d) for d in k.shape)
+
+
+#: Per compiled graph with symbolic sizes: domain shapes kept per tuple of sizes before the
+#: cache starts over.
+_MAX_SIZE_ENTRIES = 256
+
+
 def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Callable[..., Any]:
     """The C backend: see the module docstring. Options override `config.defaults`."""
     opts = resolve_options(**options)
-    graph = gm.graph
     if opts.run_passes:
         _run_passes(gm)
+    originals: dict[Any, Any] = {}
+    try:
+        originals = _planning_metas(gm.graph)
+        return _compile(gm, opts, bool(originals))
+    except _Undecided as exc:
+        # Some size decision would need a new guard: NumPy is correct for every size.
+        log.info("C backend: graph with symbolic sizes runs with NumPy (%s)", exc)
+        return gm.forward
+    finally:
+        for n, val in originals.items():
+            n.meta["val"] = val
+
+
+def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
+    graph = gm.graph
     plan: FusionPlan = plan_fusion(graph, prefix="dyn_k")
-    worth = [k for k in plan.kernels if prod(k.shape) >= opts.min_size]
-    notes = {k.name: f"domain of {prod(k.shape)} elements < min_size {opts.min_size}"
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    worth = [k for k in plan.kernels if _domain_hint(k) >= opts.min_size]
+    notes = {k.name: f"domain of {_domain_hint(k)} elements < min_size {opts.min_size}"
              for k in plan.kernels if k not in worth}
+    sources = _size_sources(placeholders) if dynamic else {}
+    dyn_kernels = [k for k in worth if any(isinstance(d, Sym) for d in k.shape)]
+    if dyn_kernels:
+        hints = {s: hint(placeholders[i].meta["val"].shape[j]) for s, (i, j) in sources.items()}
+        for k in list(dyn_kernels):
+            try:
+                evaluate(k.shape, hints)
+            except KeyError:  # a size no input's shape gives: cannot size the kernel per call
+                dyn_kernels.remove(k)
+                worth.remove(k)
+                notes[k.name] = "a symbolic size of its domain is not an input's size"
     lib = None
     build_note = ""
     if worth:
@@ -245,11 +388,14 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
                 f" in {lib.build_seconds * 1e3:.1f} ms"
         except Exception as exc:  # no compiler / build error: the graph still runs, eagerly
             warnings.warn(f"C backend: building kernels failed ({type(exc).__name__}: {exc}); "
-                          "running this graph with NumPy", CBackendWarning, stacklevel=2)
+                          "running this graph with NumPy", CBackendWarning, stacklevel=3)
             report = build_report(plan, {}, notes, build_note=f"failed: {exc}")
             gm.meta["fusion_report"] = report
             log.info("%s", report)
             return gm.forward
+    if dyn_kernels:
+        build_note += (f"; {len(dyn_kernels)} kernel(s) over symbolic sizes (read per call; "
+                       f"NumPy below min_size {opts.min_size})")
     if not worth:
         # Nothing pays for a kernel: the generated eager forward is the fastest program.
         report = build_report(plan, {}, notes, "nothing compiled")
@@ -264,14 +410,15 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
         # using it is gone (build.py), never while one of its kernels can still be called.
         runners[k.name].library = lib
 
+    dyn_set = set(map(id, dyn_kernels))
     steps: list[Callable[[dict], None]] = []
     for item in plan.schedule:
         if isinstance(item, (PointwiseKernel, ReductionKernel)):
-            steps.append(_kernel_step(item, runners.get(item.name), gm, opts.calibrate))
+            steps.append(_kernel_step(item, runners.get(item.name), gm, opts.calibrate,
+                                      id(item) in dyn_set))
         else:
             run = _node_runner(item, gm)
             steps.append(lambda env, n=item, r=run: env.__setitem__(n, r(env)))
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out_node = next(n for n in graph.nodes if n.op == "output")
     out_spec = out_node.args[0]
 
@@ -280,6 +427,30 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
     log.info("%s", report)
 
     forward = gm.forward
+    if dyn_kernels:
+        symbols = tuple(sources)
+        where = tuple(sources.values())
+        kernel_shapes = [(k.name, k.shape) for k in dyn_kernels]
+        min_size = opts.min_size
+        shape_cache: dict[tuple, dict[str, Any]] = {}
+
+        def shapes_for(args: tuple) -> dict[str, Any]:
+            key = tuple(args[i].shape[j] for i, j in where)
+            shapes = shape_cache.get(key)
+            if shapes is None:
+                sizes = dict(zip(symbols, key))
+                shapes = {}
+                for name, sym_shape in kernel_shapes:
+                    shape = evaluate(sym_shape, sizes)
+                    # A negative size would mean a fact the guards did not check: run NumPy.
+                    ok = all(d >= 0 for d in shape) and prod(shape) >= min_size
+                    shapes[name] = shape if ok else None
+                if len(shape_cache) >= _MAX_SIZE_ENTRIES:
+                    shape_cache.clear()
+                shape_cache[key] = shapes
+            return shapes
+    else:
+        shapes_for = None  # type: ignore[assignment]
 
     def compiled(*args: Any) -> Any:
         if fp_warn_mask() is None:
@@ -289,6 +460,8 @@ def compile_graph(gm: Any, example_inputs: Sequence[Any], **options: Any) -> Cal
             # statement that fails raises first, as in eager NumPy.
             return forward(*args)
         env: dict = dict(zip(placeholders, args))
+        if shapes_for is not None:
+            env[_SHAPES] = shapes_for(args)
         for step in steps:
             step(env)
         return map_arg(out_spec, env.__getitem__)

@@ -19,7 +19,7 @@ alive through a flag sink (`forced_values`), so every element is computed, as in
 from __future__ import annotations
 
 from math import prod
-from typing import Callable, Container
+from typing import Any, Callable, Container
 
 import numpy as np
 
@@ -441,16 +441,30 @@ def _row_invariant(operands: list, shape: tuple[int, ...], axis: int) -> set[int
     """Operands whose inner (coalesced) stride is always 0: a single element, or broadcast
     along ``axis`` of a domain whose ``axis`` is longer than 1 (that axis always ends the inner
     run). Static (from the metas), so the kernel can hoist their load out of the inner loop
-    and keep the unit-stride ``omp simd`` path for the rest (``x * scalar``)."""
+    and keep the unit-stride ``omp simd`` path for the rest (``x * scalar``).
+
+    With symbolic sizes (dynamic shapes) only what holds for every size counts: a symbolic
+    dimension is never taken to be 1 (``s0 - 1`` may be 1 at run time: not hoisting is always
+    correct), and the domain's axis must be longer than 1 for every size (its lower bound)."""
     inv = set()
     for i, od in enumerate(operands):
-        if prod(od.shape) == 1:
+        if all(type(d) is int for d in od.shape) and prod(od.shape) == 1:
             inv.add(i)
             continue
         off = len(shape) - len(od.shape)
-        if axis >= 0 and shape[axis] > 1 and (axis < off or od.shape[axis - off] == 1):
+        if axis >= 0 and _always_above_one(shape[axis]) and (
+                axis < off or type(od.shape[axis - off]) is int and od.shape[axis - off] == 1):
             inv.add(i)
     return inv
+
+
+def _always_above_one(size: Any) -> bool:
+    """Is this size (an int or an `fx.symbolic.Sym`) > 1 whatever the run-time sizes? Reads
+    the symbol's bounds only (a comparison on a Sym would record a guard fact)."""
+    if type(size) is int:
+        return size > 1
+    lower = getattr(size, "lower_bound", None)
+    return lower is not None and lower() > 1
 
 
 def pointwise_source(k: PointwiseKernel) -> str:

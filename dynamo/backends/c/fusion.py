@@ -35,8 +35,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from .codegen_c import ARITHMETIC, keeps, raises_fp
 from .loop_ir import (
     Kernel,
     Load,
@@ -49,13 +48,38 @@ from .loop_ir import (
     Value,
     walk,
 )
-from .codegen_c import ARITHMETIC, keeps, raises_fp
 from .lowering import Lowered, lower
 
 __all__ = ["FusionPlan", "plan_fusion", "is_mutating"]
 
 _MUTATING_METHODS = frozenset({"fill", "sort", "partition", "put", "itemset", "resize",
                                "setfield", "setflags", "__setitem__", "__delitem__"})
+
+
+def same_dim(a: Any, b: Any) -> bool:
+    """Are two sizes (ints or `fx.symbolic.Sym`) equal for every run-time size? Symbolic sizes
+    compare by expression (``s0 - 1`` and ``s0 - 1``), never with ``==``: that would record a
+    guard fact after the guards were built. Different expressions may still be equal at run
+    time; callers treat them as different (they do not fuse), which is always correct."""
+    if type(a) is int and type(b) is int:
+        return a == b
+    sym = b if type(a) is int else a
+    return sym.same_as(a if sym is b else b)
+
+
+def same_shape(a: tuple, b: tuple) -> bool:
+    """`same_dim` for every dimension of two shapes of the same length."""
+    return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
+
+
+def broadcasts_to(shape: tuple, target: tuple) -> bool:
+    """Does ``shape`` broadcast to exactly ``target`` for every run-time size? (A dimension
+    broadcasts only if it is the int 1 or the same size.)"""
+    if len(shape) > len(target):
+        return False
+    off = len(target) - len(shape)
+    return all((type(d) is int and d == 1) or same_dim(d, target[off + i])
+               for i, d in enumerate(shape))
 
 
 def is_mutating(node: Any) -> bool:
@@ -222,12 +246,9 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         # Same domain; or a per-row value (computed only from reduction results, e.g.
         # sqrt(var + eps)) broadcast into a bigger loop, where it is loop-invariant.
         shape, ushape = plans[n].shape, plans[u].shape
-        if shape == ushape:
+        if same_shape(shape, ushape):
             return True
-        try:
-            return row_level[n] and np.broadcast_shapes(shape, ushape) == ushape
-        except ValueError:
-            return False
+        return row_level[n] and broadcasts_to(shape, ushape)
 
     # FP flags must not get lost: a value that may raise one and is read by an op through
     # which gcc may skip computing it (a `where` branch, `v > v`, ...) must be computed for
@@ -297,7 +318,7 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         leaves = _leaves(n, plans, inlined)
         chosen = None
         for g in reversed(groups):
-            if g["shape"] != plan.shape or g["epoch"] != epoch[n]:
+            if not same_shape(g["shape"], plan.shape) or g["epoch"] != epoch[n]:
                 continue
             if plan.kind == "reduction":
                 # Several reductions over the same rows share one row loop.

@@ -11,6 +11,11 @@ are contiguous for every operand (so most calls run one flat loop), and pack thr
 strides into an ``int64_t[]`` block. Per call: collect data pointers, allocate outputs, call the
 kernel; cffi releases the GIL during the call. No input is ever copied.
 
+Dynamic shapes: a kernel planned over symbolic sizes (``kernel.shape`` holds `fx.symbolic.Sym`)
+is called with its concrete domain shape, ``runner(inputs, shape)``, which the program computes
+from the sizes of the graph's inputs; everything shape-dependent (output shapes, layout blocks)
+is derived from that shape per call (cached per layout), so one kernel serves every size.
+
 Floating-point errors: the kernel returns the FE_* flags it raised (a runner call returns
 ``(outputs, flags)``). The program (`compile_graph`) keeps the kernel's outputs only when no
 raised flag's ``np.errstate`` mode is 'warn' (`fp_warn_mask`); otherwise it discards them and
@@ -86,13 +91,19 @@ def numpy_modes_ok() -> bool:
 
 
 def broadcast_strides(arr: np.ndarray, shape: tuple[int, ...]) -> list[int] | None:
-    """Element strides of ``arr`` broadcast to ``shape`` (None if not expressible)."""
+    """Element strides of ``arr`` broadcast to ``shape`` (None if not expressible, or if ``arr``
+    does not broadcast to ``shape``: the kernel would read out of bounds, so its NumPy path
+    runs instead; with symbolic sizes the domain is computed, not read from a meta)."""
     item = arr.itemsize
     out = [0] * len(shape)
     off = len(shape) - arr.ndim
+    if off < 0:
+        return None
     for d, (n, s) in enumerate(zip(arr.shape, arr.strides)):
         if n == 1:
             continue
+        if n != shape[off + d]:
+            return None
         if s % item:
             return None
         out[off + d] = s // item
@@ -200,6 +211,10 @@ def _contiguous_strides(shape: tuple[int, ...], perm: list[int]) -> list[int]:
     return st
 
 
+#: Layout plans kept per runner before the cache starts over.
+_MAX_PLANS = 256
+
+
 def _finish(out: np.ndarray, meta: Any) -> Any:
     # A NumPy ufunc on 0-d inputs (or a full reduction) returns a NumPy scalar, not a 0-d array.
     if getattr(meta, "is_scalar", False):
@@ -221,6 +236,8 @@ class _Runner:
         self.options = options
         self.in_dtypes = [od.dtype for od in kernel.operands]
         self.plans: dict[tuple, Any] = {}
+        #: The domain has symbolic sizes: every call passes the concrete shape (see module doc).
+        self.dynamic = any(not isinstance(d, int) for d in kernel.shape)
         #: Kernel launches so far (tests assert that the kernel really ran).
         self.calls = 0
         #: (best kernel seconds, best NumPy seconds) measured by calibration, if it ran.
@@ -235,19 +252,31 @@ class _Runner:
             arrays.append(arr)
         return arrays
 
-    def _arrays_and_plan(self, inputs: list[Any]) -> tuple[list[np.ndarray], Any] | None:
-        """The input arrays and the cached plan for their (shapes, strides), made on first
-        sight; None when this kernel cannot run these inputs (the NumPy path runs instead)."""
+    def _arrays_and_plan(self, inputs: list[Any],
+                         shape: tuple[int, ...] | None) -> tuple[list[np.ndarray], Any] | None:
+        """The input arrays and the cached plan for their (shapes, strides) and the domain
+        ``shape``, made on first sight; None when this kernel cannot run these inputs (the
+        NumPy path runs instead)."""
         arrays = self._arrays(inputs)
         if arrays is None:
             return None
-        key = tuple((a.shape, a.strides) for a in arrays)
+        key: Any = tuple((a.shape, a.strides) for a in arrays)
+        if self.dynamic:
+            if shape is None:
+                raise TypeError(f"kernel {self.kernel.name} has symbolic sizes: pass its "
+                                "concrete domain shape")
+            key = (shape, key)
+        else:
+            shape = self.kernel.shape
         plan = self.plans.get(key, False)
         if plan is False:
-            plan = self.plans[key] = self._plan(arrays)
+            if len(self.plans) >= _MAX_PLANS:
+                # Many sizes (dynamic shapes) or layouts: start over rather than grow forever.
+                self.plans.clear()
+            plan = self.plans[key] = self._plan(arrays, tuple(shape))  # type: ignore[arg-type]
         return None if plan is False else (arrays, plan)
 
-    def _plan(self, arrays: list[np.ndarray]) -> Any:
+    def _plan(self, arrays: list[np.ndarray], shape: tuple[int, ...]) -> Any:
         raise NotImplementedError
 
     def _pointer(self, arr: np.ndarray) -> Any:
@@ -306,10 +335,10 @@ class PointwiseRunner(_Runner):
             known.add(n)
         self.operand_of = operand_of
 
-    def _node_orders(self, strides: list[list[int]]) -> list[tuple[int, ...]]:
+    def _node_orders(self, strides: list[list[int]],
+                     shape: tuple[int, ...]) -> list[tuple[int, ...]]:
         """The axis order (outermost first) NumPy gives each output, from the inputs' domain
         strides, following every fused-away temporary (see ``__init__``)."""
-        shape = self.kernel.shape
         st: dict[Any, list[int]] = {n: strides[i] for n, i in self.operand_of.items()}
         order: dict[Any, tuple[int, ...]] = {}
         for n, rule, ins in self.layout_steps:
@@ -326,14 +355,14 @@ class PointwiseRunner(_Runner):
                 tuple(output_order(shape, [st[n]] if n in st else []))
                 for n in self.kernel.out_nodes]
 
-    def _plan(self, arrays: list[np.ndarray]) -> Any:
+    def _plan(self, arrays: list[np.ndarray], shape: tuple[int, ...]) -> Any:
         """(layout block or None for an empty domain, iteration axis order or None for C,
-        per output None or the axis order it must be copied into)."""
-        shape = self.kernel.shape
+        per output None or the axis order it must be copied into, domain shape)."""
+        domain = shape
         strides = [broadcast_strides(a, shape) for a in arrays]
         if any(st is None for st in strides):
             return False
-        wanted = self._node_orders(strides)  # type: ignore[arg-type]
+        wanted = self._node_orders(strides, shape)  # type: ignore[arg-type]
         perm = list(max(wanted, key=wanted.count)) if wanted else list(range(len(shape)))
         fixes = [None if list(w) == perm else list(w) for w in wanted]
         if not any(fixes):
@@ -352,23 +381,25 @@ class PointwiseRunner(_Runner):
         values = [*self._par(size), self.options.block, len(cshape), *cshape]
         for st in cstrides:
             values.extend(st)
-        return (self._block(values) if size else None), perm, fixes
+        return (self._block(values) if size else None), perm, fixes, domain
 
-    def __call__(self, inputs: list[Any]) -> tuple[list[Any], int] | None:
+    def __call__(self, inputs: list[Any],
+                 shape: tuple[int, ...] | None = None) -> tuple[list[Any], int] | None:
+        """``shape``: the concrete domain, required when the kernel's sizes are symbolic."""
         k = self.kernel
-        found = self._arrays_and_plan(inputs)
+        found = self._arrays_and_plan(inputs, shape)
         if found is None:
             return None
-        arrays, (block, perm, fixes) = found
+        arrays, (block, perm, fixes, shape) = found
         flags = 0
         if perm is None:
-            outs = [np.empty(k.shape, v.dtype) for v in k.outputs]
+            outs = [np.empty(shape, v.dtype) for v in k.outputs]
             if block is not None:
                 flags = self._run(block, arrays, outs)
             if fixes is None:
                 return [_finish(o, n.meta.get("val")) for o, n in zip(outs, k.out_nodes)], flags
         else:
-            pshape = tuple(k.shape[p] for p in perm)
+            pshape = tuple(shape[p] for p in perm)
             back = np.argsort(perm)
             outs = [np.empty(pshape, v.dtype) for v in k.outputs]
             if block is not None:
@@ -378,7 +409,7 @@ class PointwiseRunner(_Runner):
                 return outs, flags
         for j, order in enumerate(fixes):
             if order is not None:
-                dst = np.empty(tuple(k.shape[p] for p in order), outs[j].dtype)
+                dst = np.empty(tuple(shape[p] for p in order), outs[j].dtype)
                 dst = dst.transpose(np.argsort(order))
                 np.copyto(dst, outs[j])
                 outs[j] = dst
@@ -396,8 +427,6 @@ class ReductionRunner(_Runner):
         axes = set(k.axes)
         self.kept = [d for d in range(len(k.shape)) if d not in axes]
         self.red = [d for d in range(len(k.shape)) if d in axes]
-        self.out_shape = tuple(k.shape[d] for d in self.kept)
-        self.keep_shape = tuple(1 if d in axes else n for d, n in enumerate(k.shape))
         self.red_out = [(np.dtype(np.intp) if r.op in ("argmax", "argmin") else r.out_dtype,
                          r.keepdims, r.node.meta.get("val")) for r in k.reductions]
         self.epi_out = [(v.dtype, n.meta.get("val")) for v, n in zip(k.outputs, k.epilogue_nodes)]
@@ -474,8 +503,9 @@ class ReductionRunner(_Runner):
                 return False
         return spec
 
-    def _plan(self, arrays: list[np.ndarray]) -> Any:
-        shape = self.kernel.shape
+    def _plan(self, arrays: list[np.ndarray], shape: tuple[int, ...]) -> Any:
+        """(layout block or None for an empty result, domain shape, result shape, result
+        shape with keepdims)."""
         strides = [broadcast_strides(a, shape) for a in arrays]
         if any(st is None for st in strides):
             return False
@@ -519,25 +549,28 @@ class ReductionRunner(_Runner):
             kshape, kstr = [1], [[0] for _ in strides]
         if not rshape:
             rshape, rstr = [1], [[0] for _ in strides]
-        nout = prod(self.out_shape)
+        out_shape = tuple(shape[d] for d in kept)
+        keep_shape = tuple(1 if d in red else n for d, n in enumerate(shape))
         values = [*self._par(prod(shape)), len(kshape), len(rshape), *kshape, *rshape]
         for ks, rs in zip(kstr, rstr):
             values.extend(ks)
             values.extend(rs)
-        return self._block(values) if nout else None
+        return (self._block(values) if prod(out_shape) else None), shape, out_shape, keep_shape
 
-    def __call__(self, inputs: list[Any]) -> tuple[list[Any], int] | None:
-        found = self._arrays_and_plan(inputs)
+    def __call__(self, inputs: list[Any],
+                 shape: tuple[int, ...] | None = None) -> tuple[list[Any], int] | None:
+        """``shape``: the concrete domain, required when the kernel's sizes are symbolic."""
+        found = self._arrays_and_plan(inputs, shape)
         if found is None:
             return None
-        arrays, block = found
-        red_outs = [np.empty(self.out_shape, dt) for dt, _, _ in self.red_out]
-        epi_outs = [np.empty(self.kernel.shape, dt) for dt, _ in self.epi_out]
+        arrays, (block, shape, out_shape, keep_shape) = found
+        red_outs = [np.empty(out_shape, dt) for dt, _, _ in self.red_out]
+        epi_outs = [np.empty(shape, dt) for dt, _ in self.epi_out]
         flags = 0
         if block is not None:
             flags = self._run(block, arrays, red_outs + epi_outs)
         results = []
         for out, (_, keepdims, meta) in zip(red_outs, self.red_out):
-            results.append(_finish(out.reshape(self.keep_shape) if keepdims else out, meta))
+            results.append(_finish(out.reshape(keep_shape) if keepdims else out, meta))
         results.extend(_finish(o, meta) for o, (_, meta) in zip(epi_outs, self.epi_out))
         return results, flags

@@ -208,6 +208,9 @@ def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
 def _where_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
     if kwargs or len(args) != 3:
         raise _Refuse("where: needs exactly (cond, x, y)")
+    if any(_is_node(a) and _meta(a) is None for a in args):
+        # a size read at run time or a Python number that is a graph input: not an array
+        raise _Refuse("where: an operand that is not an array")
     dt = out_meta.dtype
 
     def build(get: Callable[[Any], Value]) -> Value:
@@ -281,6 +284,15 @@ _FUNC_REDUCTIONS = {np.sum: "sum", np.prod: "prod", np.mean: "mean", np.max: "ma
                     np.argmax: "argmax", np.argmin: "argmin"}
 
 
+def _may_be_zero(size: Any) -> bool:
+    """Can this size (an int or an `fx.symbolic.Sym`) be 0 at run time? From a symbol's bounds
+    only: comparing a Sym would record a guard fact after the guards were built."""
+    if type(size) is int:
+        return size == 0
+    lower = getattr(size, "lower_bound", None)
+    return lower is None or lower() < 1
+
+
 def _reduction_plan(node: Any, name: str, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
     src, rest = args[0], args[1:]
     params = dict(zip(REDUCTIONS[name], rest))
@@ -311,8 +323,9 @@ def _reduction_plan(node: Any, name: str, args: tuple, kwargs: dict, out_meta: A
         axes = tuple(sorted({int(a) % nd for a in raw}))
         if len(axes) != len(raw):
             raise _Refuse("repeated axis")
-    if name in ("max", "min", "argmax", "argmin", "mean") and any(m.shape[a] == 0 for a in axes):
-        raise _Refuse(f"{name} of an empty axis (NumPy raises or warns)")
+    if name in ("max", "min", "argmax", "argmin", "mean") and any(_may_be_zero(m.shape[a])
+                                                                  for a in axes):
+        raise _Refuse(f"{name} of an axis that is or may be empty (NumPy raises or warns)")
     if nd == 0 and name in ("max", "min", "argmax", "argmin", "mean"):
         axes = ()
     acc = {"any": np.dtype(bool), "all": np.dtype(bool), "max": m.dtype, "min": m.dtype,

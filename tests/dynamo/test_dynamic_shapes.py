@@ -1,0 +1,304 @@
+"""Dynamic shapes end to end (issue 7): automatic dynamic, ``dynamic=True/False``,
+`dynamo.mark_dynamic` / `dynamo.mark_static`, the guards symbolic sizes imply, and correctness
+for every size the guards admit. Oracle: the same function run by plain NumPy.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import dynamo
+from support.oracle import assert_same, make_backend
+
+
+#: ULPs allowed for the C backend (its sin/exp are libm/libmvec: within a few ULP of NumPy's,
+#: docs/c_backend.md); the eager backend is bit-exact.
+ULPS = {"eager": 0, "c": 4}
+
+
+def _same(got, want, ulps: int = 0) -> None:
+    assert_same(want, got, ulps=ulps)
+
+
+def _run_lengths(fn, lengths, backend="eager", dynamic=None, make_args=None):
+    counting = make_backend(backend)
+    compiled = dynamo.compile(fn, backend=counting, dynamic=dynamic)
+    make_args = make_args or (lambda n: (np.linspace(-1.0, 2.0, n), np.arange(n, dtype=float)))
+    for n in lengths:
+        args = make_args(n)
+        _same(compiled(*args), fn(*args), ULPS[backend])
+    return counting.count
+
+
+def _chain(x, y):
+    return np.sin(x) * y + x[1:].sum() - x[:-1].mean()
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+def test_twenty_lengths_compile_at_most_twice(backend):
+    assert _run_lengths(_chain, range(2, 22), backend) <= 2
+
+
+def test_dynamic_true_compiles_once_and_false_once_per_length():
+    assert _run_lengths(_chain, range(2, 8), dynamic=True) == 1
+    with dynamo.config.patch(cache_size_limit=16):
+        assert _run_lengths(_chain, range(2, 8), dynamic=False) == 6
+
+
+def _broadcast_add(x, y):
+    return x + y
+
+
+def test_sizes_zero_and_one_stay_specialised():
+    lengths = [5, 6, 1, 7, 0, 8]
+
+    def args(n):
+        return np.ones((n, 3)), np.arange(3.0)
+
+    # 5 (static), 6 (dynamic), 1 and 0 (own versions); 7 and 8 reuse the dynamic one
+    assert _run_lengths(_broadcast_add, lengths, make_args=args) == 4
+
+
+def test_a_size_one_operand_that_broadcasts_is_not_taken_for_a_symbol():
+    def f(x, y):
+        return x * y
+
+    compiled = dynamo.compile(f, backend=make_backend("eager"), dynamic=True)
+    for xn, yn in [(4, 4), (5, 5), (5, 1), (1, 6), (7, 7)]:
+        x, y = np.arange(float(xn)), np.arange(float(yn)) + 1
+        _same(compiled(x, y), f(x, y))
+
+
+def test_mismatched_lengths_raise_like_numpy():
+    compiled = dynamo.compile(_broadcast_add, backend=make_backend("eager"), dynamic=True)
+    _same(compiled(np.ones(4), np.ones(4)), np.ones(4) * 2)
+    with pytest.raises(ValueError, match="could not be broadcast"):
+        compiled(np.ones(4), np.ones(5))
+    _same(compiled(np.ones(6), np.ones(6)), np.ones(6) * 2)
+
+
+def test_equal_sizes_are_guarded_by_a_size_fact():
+    backend = make_backend("eager")
+    compiled = dynamo.compile(_broadcast_add, backend=backend, dynamic=True)
+    compiled(np.ones(4), np.ones(4))
+    (entry,) = dynamo.cache_entries(_broadcast_add)
+    text = entry.guards if isinstance(entry.guards, str) else "\n".join(entry.guards)
+    assert "x.shape[0] >= 2" in text and "y.shape[0] == x.shape[0]" in text
+
+
+@pytest.mark.parametrize("index", ["x[1:]", "x[:-1]", "x[::2]", "x[::-1]", "x[2:5]", "x[-3:]",
+                                   "x[1:-1, None]", "x[..., 0]"])
+def test_slicing_with_constant_bounds_is_right_for_every_length(index):
+    namespace = {"np": np}
+    exec(f"def f(x):\n    return np.cos({index}) + 1\n", namespace)
+    f = namespace["f"]
+    counting = make_backend("eager")
+    compiled = dynamo.compile(f, backend=counting, dynamic=True)
+    for n in range(2, 14):
+        x = np.arange(float(n * 2)).reshape(n, 2) if "..." in index or "None" in index \
+            else np.arange(float(n))
+        _same(compiled(x), f(x))
+    assert counting.count <= 4  # a few bound cases (n < 5 for x[2:5], ...), not one per length
+
+
+def test_reshape_with_minus_one_guards_divisibility():
+    def f(x):
+        return x.reshape(2, -1).sum(axis=0)
+
+    compiled = dynamo.compile(f, backend=make_backend("eager"), dynamic=True)
+    for n in (6, 8, 10):
+        _same(compiled(np.arange(float(n))), f(np.arange(float(n))))
+    with pytest.raises(ValueError, match="cannot reshape"):
+        compiled(np.arange(7.0))
+
+
+def test_reductions_matmul_and_concatenate_stay_dynamic():
+    def f(a, b):
+        c = a @ b
+        return np.concatenate([c, c * 2]).sum(axis=1) + c.max()
+
+    def args(n):
+        return np.arange(float(n * 3)).reshape(n, 3), np.ones((3, 4))
+
+    assert _run_lengths(f, range(2, 12), make_args=args) <= 2
+
+
+def test_python_use_of_a_size_specialises_and_stays_correct():
+    def f(x):
+        total = x * 0
+        for i in range(x.shape[0]):  # the loop is unrolled: the length is fixed
+            total = total + i
+        return total
+
+    assert _run_lengths(f, [3, 4, 5, 3], dynamic=True,
+                        make_args=lambda n: (np.ones(n),)) == 3
+
+
+def test_mark_dynamic_makes_the_first_compile_symbolic_and_mark_static_never():
+    counting = make_backend("eager")
+    compiled = dynamo.compile(_broadcast_add, backend=counting)
+    for n in (4, 5, 6):
+        x = np.ones(n)
+        dynamo.mark_dynamic(x, 0)
+        _same(compiled(x, x), x + x)
+    assert counting.count == 1
+    dynamo.reset()
+    counting = make_backend("eager")
+    compiled = dynamo.compile(_broadcast_add, backend=counting)
+    for n in (4, 5, 6):
+        x = np.ones(n)
+        dynamo.mark_static(x, 0)
+        _same(compiled(x, x), x + x)
+    assert counting.count == 3
+
+
+def test_mark_dynamic_rejects_bad_input_clearly():
+    with pytest.raises(TypeError, match="expects a numpy.ndarray"):
+        dynamo.mark_dynamic([1, 2], 0)
+    with pytest.raises(IndexError, match="out of range"):
+        dynamo.mark_dynamic(np.ones(3), 1)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        dynamo.mark_static(np.ones(3), "0")
+
+
+def test_reset_forgets_the_sizes_seen():
+    counting = make_backend("eager")
+    compiled = dynamo.compile(_chain, backend=counting)
+    for n in (4, 5):
+        compiled(np.ones(n), np.ones(n))
+    assert counting.count == 2
+    dynamo.reset()
+    compiled(np.ones(6), np.ones(6))
+    compiled(np.ones(7), np.ones(7))
+    assert counting.count == 4  # specialised again first, then dynamic
+
+
+def test_threads_with_mixed_shapes_all_correct():
+    compiled = dynamo.compile(_chain, backend="eager")
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(300):
+                n = int(rng.integers(2, 40))
+                x, y = rng.standard_normal(n), rng.standard_normal(n)
+                np.testing.assert_array_equal(compiled(x, y), _chain(x, y))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+
+
+# Python scalar arguments ------------------------------------------------------------------------
+
+
+def _scale(x, s):
+    return np.sin(x) * s + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+def test_a_python_float_used_as_a_value_becomes_a_graph_input(backend):
+    counting = make_backend(backend)
+    compiled = dynamo.compile(_scale, backend=counting)
+    x = np.linspace(0.0, 1.0, 16)
+    for k in range(12):
+        _same(compiled(x, 0.25 * k), _scale(x, 0.25 * k), ULPS[backend])
+    assert counting.count == 2  # the first value as a constant, then the float as an input
+
+
+def test_a_float_graph_input_keeps_numpy_weak_scalar_promotion():
+    compiled = dynamo.compile(_scale, backend=make_backend("eager"))
+    x = np.linspace(0.0, 1.0, 8, dtype=np.float32)
+    for s in (0.5, 1.5, 2.5, -0.0, 3):  # (3: an int, another type: recompiles, stays float32)
+        result = compiled(x, s)
+        assert result.dtype == np.float32
+        _same(result, _scale(x, s))
+
+
+def test_a_python_int_used_as_a_loop_count_stays_specialised():
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2
+        return x
+
+    counting = make_backend("eager")
+    compiled = dynamo.compile(f, backend=counting)
+    for n in (1, 2, 3, 2):
+        _same(compiled(np.ones(3), n), f(np.ones(3), n))
+    assert counting.count == 3
+
+
+def test_dynamic_false_keeps_python_scalars_constant():
+    counting = make_backend("eager")
+    compiled = dynamo.compile(_scale, backend=counting, dynamic=False)
+    for s in (0.5, 1.5, 2.5):
+        _same(compiled(np.ones(3), s), _scale(np.ones(3), s))
+    assert counting.count == 3
+
+
+def test_nan_signs_of_python_floats_survive_constants_and_inputs():
+    import math
+
+    def f(x, s):
+        return x * s
+
+    compiled = dynamo.compile(f, backend=make_backend("eager"))
+    x = np.ones(2)
+    for s in (-math.nan, math.nan, -math.nan, 1.0, -math.nan):
+        got, want = compiled(x, s), f(x, s)
+        assert [math.copysign(1, v) for v in got] == [math.copysign(1, v) for v in want], s
+
+
+# Sizes used in Python ----------------------------------------------------------------------------
+
+
+def _uses_sizes(x, y):
+    n = x.shape[0]
+    if x.shape != y.shape:  # validation: a guarded equality, not a fixed size
+        raise ValueError("shapes differ")
+    out = np.zeros((n, 2)) + x[:, None]
+    half = x[: n // 2]
+    return out * n + half.sum() + x[n - 1] + len(y) + x.size + y.reshape(n, -1).sum()
+
+
+def test_sizes_used_in_python_stay_symbolic_in_the_graph():
+    counting = make_backend("eager")
+    compiled = dynamo.compile(_uses_sizes, backend=counting, dynamic=True)
+    for n in (3, 4, 7, 10):
+        x, y = np.arange(float(n)), np.ones(n)
+        _same(compiled(x, y), _uses_sizes(x, y))
+    assert counting.count == 1
+    (entry,) = dynamo.cache_entries(_uses_sizes)
+    assert "x.shape[0] >= 2" in entry.guards and "x.shape[0] == y.shape[0]" in entry.guards
+    assert ".shape" in entry.graph_code  # the size is read when the graph runs
+
+
+def test_validation_of_sizes_still_raises_like_plain_python():
+    compiled = dynamo.compile(_uses_sizes, backend=make_backend("eager"), dynamic=True)
+    compiled(np.ones(4), np.ones(4))
+    with pytest.raises(ValueError, match="shapes differ"):
+        compiled(np.ones(4), np.ones(5))
+
+
+def test_a_size_that_leaves_the_frame_is_fixed_and_stays_correct():
+    def f(x):
+        return x * 2, x.shape[0] - 1, x.shape
+
+    counting = make_backend("eager")
+    compiled = dynamo.compile(f, backend=counting, dynamic=True)
+    for n in (3, 4, 3):
+        x = np.ones(n)
+        _same(compiled(x), f(x))
+    assert counting.count == 2  # the returned sizes are guarded values: one version per length

@@ -59,6 +59,8 @@ class ReturnExit:
 
     value: VariableTracker
     side_effects: "SideEffects | None" = None
+    #: cell variables assigned in the frame -> their values, stored into the cells at the return
+    cells: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -164,13 +166,16 @@ class Codegen:
             self.extend(ins.store_fast(GRAPH_OUT))
 
     def reconstruct(self, vt: VariableTracker) -> None:
-        """Push `vt`. A container made in the frame is built once: where it is needed again (a
-        list both on the stack and in a local), the same object is reloaded, so a mutation
-        through one name is seen through the other, as in Python."""
+        """Push `vt`. A container or function made in the frame is built once: where it is
+        needed again (a list both on the stack and in a local, a function in a local and in a
+        list), the same object is reloaded, so a mutation through one name is seen through the
+        other and ``is`` holds, as in Python."""
         if isinstance(vt, NullVariable):
             self.extend(ins.push_null())
             return
-        shared = isinstance(vt, (ListVariable, DictVariable)) and vt.source is None
+        # (the class attribute: a LazyVariable would realize itself, and guard, on getattr)
+        identity = getattr(type(vt), "has_identity", False)
+        shared = (isinstance(vt, (ListVariable, DictVariable)) or identity) and vt.source is None
         if shared and id(vt) in self.built:
             self.extend(ins.load_fast(self.built[id(vt)][0]))
             return
@@ -184,12 +189,17 @@ class Codegen:
 def transform_code(code: types.CodeType, result: GraphResult | None, exit: FrameExit,
                    lineno: int) -> types.CodeType:
     """The transformed code object for `code`, ending as `exit` says."""
-    gen = Codegen(result, lineno)
+    # A code object without line numbers (its line table removed) stays without: a traceback
+    # through it shows f_lineno None, as for the original.
+    gen = Codegen(result, lineno if has_line_numbers(code) else None)
     if result is not None:
         gen.call_graph()
     if isinstance(exit, ReturnExit):
         if result is None or not result.single_output:
             gen.reconstruct(exit.value)
+        for name, vt in exit.cells.items():
+            gen.reconstruct(vt)
+            gen.extend(ins.store_deref(CellVar(name)))
         if exit.side_effects:
             exit.side_effects.codegen(gen)
         gen.extend(ins.return_value())
@@ -290,7 +300,7 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     for name in resume.live_locals:
         gen.extend(ins.load_fast(name))
     _make_resume_function(gen, code, resume)
-    nargs = stack_nulls.count(False) + len(resume.live_locals) + 1 + (
+    nargs = stack_nulls.count(False) + len(resume.live_locals) + len(resume.cell_args) + 1 + (
         super_receiver(code) is not None)
     gen.extend(ins.call(nargs) + ins.return_value())
 
@@ -304,7 +314,7 @@ def _call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[s
     for name in resume.live_locals:
         gen.extend(ins.load_fast(name))
     _make_resume_function(gen, code, resume)
-    gen.extend(ins.call(1 + _receiver_count(code) + len(resume.live_locals))
+    gen.extend(ins.call(1 + _receiver_count(code) + len(resume.live_locals) + len(resume.cell_args))
                + ins.return_value())
 
 
@@ -319,7 +329,11 @@ def _receiver_count(code: types.CodeType) -> int:
 
 
 def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
-    _load_closure(gen, code)
+    """Push the frame's cells (the resume function's last arguments), then the function."""
+    for name in resume.cell_args:
+        gen.extend(ins.load_closure(CellVar(name)))
+    for name in resume.closure_names:
+        gen.extend(ins.load_closure(FreeVar(name)))
     gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
 
 
@@ -382,7 +396,8 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
         for name in resume.live_locals:
             gen.extend(ins.load_fast(name))
         _make_resume_function(gen, code, resume)
-        gen.extend(ins.call(_receiver_count(code) + depth + len(resume.live_locals) + 1)
+        gen.extend(ins.call(_receiver_count(code) + depth + len(resume.live_locals)
+                            + len(resume.cell_args) + 1)
                    + ins.return_value())
 
 
@@ -442,7 +457,12 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
 
 def _assemble(code: types.CodeType, body: list) -> types.CodeType:
     original = Bytecode.from_code(code)
-    prefix = [i for i in original if isinstance(i, Instr) and i.name in ins.PREFIX_OPS]
+    # The prologue up to RESUME sets the frame up (a resume function's also installs the cells
+    # it receives: see resume.py).
+    instrs = [i for i in original if isinstance(i, Instr)]
+    names = [i.name for i in instrs]
+    prefix = instrs[:names.index("RESUME") + 1] if "RESUME" in names else [
+        i for i in instrs if i.name in ins.PREFIX_OPS]
     nargs = len(argument_names(code))
     bc = original
     bc.clear()
@@ -451,10 +471,15 @@ def _assemble(code: types.CodeType, body: list) -> types.CodeType:
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
     bc.flags = bc.flags & ~(CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS)
-    new_code = bc.to_code()
+    new_code = ins.to_code(bc)
     if new_code.co_varnames[:nargs] != code.co_varnames[:nargs] or new_code.co_freevars != code.co_freevars:
         raise AssertionError("transformed code changed the argument or free variable layout")
     return new_code
+
+
+def has_line_numbers(code: types.CodeType) -> bool:
+    """Whether any instruction of `code` has a line number."""
+    return any(line is not None for _, _, line in code.co_lines())
 
 
 def argument_names(code: types.CodeType) -> tuple[str, ...]:

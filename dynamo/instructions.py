@@ -19,8 +19,8 @@ __all__ = [
     "PREFIX_OPS", "forward_jump", "binary_subscr", "build_list", "build_map", "build_tuple", "call",
     "call_sequence", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
     "if_not_equal", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
-    "load_deref", "load_fast", "load_global", "make_closure", "make_function", "pop_top",
-    "push_null", "resume", "return_value", "store_attr", "store_deref", "store_fast",
+    "load_deref", "load_fast", "load_global", "make_cell", "make_closure", "make_function",
+    "pop_top", "push_null", "resume", "return_value", "store_attr", "store_deref", "store_fast",
     "store_global", "store_subscr", "swap", "unpack_sequence",
 ]
 
@@ -86,6 +86,11 @@ def return_value() -> list[Instr]:
 
 def copy_free_vars(n: int) -> list[Instr]:
     return [Instr("COPY_FREE_VARS", n)] if n else []
+
+
+def make_cell(var: CellVar) -> list[Instr]:
+    """Put a new cell (holding the slot's current value, if any) into a cell variable's slot."""
+    return [Instr("MAKE_CELL", var)]
 
 
 def resume() -> list[Instr]:
@@ -191,3 +196,24 @@ def forward_jump(jump: Instr, target: Label) -> list[Instr]:
     """The same jump as `jump` (same condition) to `target`, which lies after it (3.11 spells
     the direction in the opcode)."""
     return [Instr(_FORWARD.get(jump.name, jump.name), target)]
+
+
+def to_code(bc: Any) -> Any:
+    """``bc.to_code()`` (a `bytecode.Bytecode` to a code object) without leaving garbage.
+
+    ``Bytecode.to_code`` computes the stack size on a `bytecode.ControlFlowGraph` whose blocks and
+    jump instructions refer to each other (every loop is a reference cycle), so each code object
+    made left work for the cyclic collector (``gc.collect()`` returned > 0 after one compile, which
+    CPython's test_gc sees). The graph's blocks are emptied once the flat bytecode is made from it.
+    """
+    from bytecode import ControlFlowGraph
+
+    cfg = ControlFlowGraph.from_bytecode(bc)
+    try:
+        stacksize = cfg.compute_stacksize()
+        flat = cfg.to_bytecode()
+    finally:
+        for block in cfg:
+            block.clear()
+            block.next_block = None
+    return flat.to_code(stacksize=stacksize, compute_exception_stack_depths=False)

@@ -28,14 +28,19 @@ function's closure, like a resume function's.
 from __future__ import annotations
 
 import types
-import weakref
 from dataclasses import dataclass
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import instructions as ins
 from .bytecode_analysis import code_info
-from .resume import continuation_code, mark_loop_body, place_label, super_receiver
+from .resume import (
+    _CodeMap,
+    continuation_code,
+    mark_loop_body,
+    place_label,
+    super_receiver,
+)
 
 __all__ = ["LoopPlan", "plan_loop", "ITEM"]
 
@@ -59,7 +64,7 @@ class LoopPlan:
     iterates: bool = True
 
 
-_plans: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+_plans = _CodeMap()  # (by identity: see resume._CodeMap)
 
 
 def plan_loop(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan | None:

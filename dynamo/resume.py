@@ -4,17 +4,24 @@ In: the original code object, the index of the instruction to continue at (index
 `bytecode_analysis.CodeInfo`), the shape of the value stack there (which slots hold NULL) and the
 live locals. Out: a `ResumeCode` whose code object is a copy of the original with a new prologue:
 
-    COPY_FREE_VARS n          the original's cells and free variables arrive as its closure
+    COPY_FREE_VARS n          the original's free variables arrive as its closure
+    LOAD_FAST c; MAKE_CELL c; STORE_FAST c ...
+                              the original's cell variables stay cell variables (an empty one
+                              reads as UnboundLocalError, as in the original) holding the
+                              original's cell objects, which arrive as the last arguments
     RESUME 0
     PUSH_NULL / LOAD_FAST ___stack0 ...   rebuild the value stack (NULL slots are re-pushed)
     DELETE_FAST ___stack0 ...             so that locals() / f_locals show the user's names only
     JUMP_FORWARD <target>     continue where the original would have continued
-    ...the original instructions, unchanged, with cell variables turned into free variables...
+    ...the original instructions, unchanged...
 
 Its arguments are the stack values (``___stack0``, ... for the non-NULL slots) followed by the
-live locals, by name. Locals that are dead at the target are not passed, so the resume
-function's guards only look at what the rest of the frame reads. Cells stay shared with closures
-made before the break, because the cells themselves (not their contents) are passed as the closure.
+live locals, by name, then the original's cells. Locals that are dead at the target are not
+passed, so the resume function's guards only look at what the rest of the frame reads. Cells stay
+shared with closures made before the break, because the cells themselves (not their contents) are
+passed: free variables as the closure, and each cell variable ``c`` as the argument ``c``, whose
+slot the prologue makes a cell variable slot holding that very cell (`passed_cells`; ``f_locals``
+and tracebacks then show its contents, as for the original).
 
 Called by `codegen` when it emits a graph break: the transformed code builds a function from the
 code object with ``MAKE_FUNCTION`` (the current cells as closure, the frame's globals) and calls
@@ -27,18 +34,19 @@ frame reuses them and their compiled versions.
 
 from __future__ import annotations
 
+import dis
 import types
 import weakref
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
 from . import instructions as ins
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
-           "super_receiver",
+           "super_receiver", "passed_cells",
            "STACK_PREFIX"]
 
 STACK_PREFIX = "___stack"
@@ -54,22 +62,63 @@ class ResumeCode:
     live_locals: tuple[str, ...]
     #: Stack slots, bottom first: True where the slot holds NULL (re-pushed, not passed).
     stack_nulls: tuple[bool, ...]
-    #: Names of the cells and free variables of the original, in closure order.
+    #: Names of the free variables of the original (and of the resume function), in closure
+    #: order.
     closure_names: tuple[str, ...]
+    #: The original's cell variables, whose cells (LOAD_CLOSURE) are the last arguments.
+    cell_args: tuple[str, ...] = ()
 
 
-_resume_codes: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+class _CodeMap:
+    """A map from code objects, by identity, that forgets a code object when it dies.
+
+    Not a WeakKeyDictionary: code objects compare equal by value (not by file), so there an
+    equal code object of another function shares the entry, and when the first one dies the
+    entry goes for both (a loop body then no longer counted as one, a resume function's origin
+    lost)."""
+
+    def __init__(self) -> None:
+        self._data: dict[int, tuple[weakref.ref, object]] = {}
+
+    def _forget(self, key: int, ref: weakref.ref) -> None:
+        found = self._data.get(key)
+        if found is not None and found[0] is ref:
+            del self._data[key]
+
+    def get(self, code: types.CodeType, default=None):
+        found = self._data.get(id(code))
+        return found[1] if found is not None and found[0]() is code else default
+
+    def __contains__(self, code: types.CodeType) -> bool:
+        found = self._data.get(id(code))
+        return found is not None and found[0]() is code
+
+    def __setitem__(self, code: types.CodeType, value) -> None:
+        key = id(code)
+        ref = weakref.ref(code, lambda r, key=key: self._forget(key, r))
+        self._data[key] = (ref, value)
+
+    def setdefault(self, code: types.CodeType, value):
+        if code not in self:
+            self[code] = value
+        return self.get(code)
+
+    def add(self, code: types.CodeType) -> None:
+        self[code] = True
+
+
+_resume_codes = _CodeMap()
 #: resume code -> (name, qualname) of the user's function it continues
-_origin: "weakref.WeakKeyDictionary[types.CodeType, tuple[str, str]]" = weakref.WeakKeyDictionary()
+_origin = _CodeMap()
 
 
 #: resume code -> why it starts with a loop that runs in plain Python (not traced)
-_plain_loops: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+_plain_loops = _CodeMap()
 
 
 #: loop body functions and the resume functions made from them: their arguments change on every
 #: iteration, so they keep few versions (see convert_frame)
-_loop_lineage: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_loop_lineage = _CodeMap()
 
 
 def mark_loop_body(code: types.CodeType) -> None:
@@ -90,8 +139,27 @@ def plain_loop_reason(code: types.CodeType) -> str | None:
     return _plain_loops.get(code)
 
 
+def passed_cells(code: types.CodeType) -> frozenset[str]:
+    """For a resume function: the cell variables whose argument is a cell object of the
+    original frame (the prologue makes it the variable's cell). At hook time the argument slot
+    holds the cell itself: the translator reads its contents (an empty one is an
+    UnboundLocalError, as in the original). Read from the code itself (its prologue stores
+    into a cell variable's slot before RESUME, which compiled Python never does), not from a
+    registry: code objects compare equal by value, so a weak registry keyed by them loses an
+    entry when an equal code object dies."""
+    if not code.co_cellvars:
+        return frozenset()
+    names = []
+    for inst in dis.get_instructions(code):
+        if inst.opname == "RESUME":
+            break
+        if inst.opname == "STORE_FAST":
+            names.append(inst.argval)
+    return frozenset(names)
+
+
 #: resume and loop body code -> what `display_name` shows (``f.<resume at line 12>``)
-_labels: "weakref.WeakKeyDictionary[types.CodeType, str]" = weakref.WeakKeyDictionary()
+_labels = _CodeMap()
 
 
 def display_name(code: types.CodeType) -> str:
@@ -147,32 +215,35 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     original = Bytecode.from_code(code)
     cellvars = list(original.cellvars)
     freevars = list(original.freevars)
-    closure_names = tuple(cellvars + freevars)
-
-    def to_free(arg):
-        return FreeVar(arg.name) if isinstance(arg, (CellVar, FreeVar)) else arg
+    # The original's cell variables stay cell variables (reading an emptied one must raise
+    # UnboundLocalError, not the NameError of a free variable), holding the original's cells:
+    # each arrives as an argument of the same name, and the prologue puts it into the slot.
+    closure_names = tuple(freevars)
 
     body: list = []
     target_label = Label()
     target_lineno = None
     index = 0
+    in_prologue = any(isinstance(item, Instr) and item.name == "RESUME" for item in original)
     for item in original:
         if isinstance(item, Instr):
             if index == target:
                 place_label(body, target_label)
                 target_lineno = item.lineno
             index += 1
-            if item.name in ins.PREFIX_OPS:
-                continue  # the new prologue sets the frame up
+            if in_prologue:  # the new prologue sets the frame up
+                in_prologue = item.name != "RESUME"
+                continue
             item = item.copy()
-            item.arg = to_free(item.arg)
         body.append(item)
-    if target_lineno is None:
-        target_lineno = code.co_firstlineno
+    if target_lineno is None and any(line is not None for _, _, line in code.co_lines()):
+        target_lineno = code.co_firstlineno  # (without a line table, the prologue has none)
 
     stack_args = [f"{STACK_PREFIX}{i}" for i, null in enumerate(stack_nulls) if not null]
     prologue: list[Instr] = []
     prologue += ins.copy_free_vars(len(closure_names))
+    for name in cellvars:  # (the MAKE_CELL that ran for the slot makes f_locals read the cell)
+        prologue += ins.load_fast(name) + ins.make_cell(CellVar(name)) + ins.store_fast(name)
     prologue += ins.resume()
     for i, null in enumerate(stack_nulls):
         prologue += ins.push_null() if null else ins.load_fast(f"{STACK_PREFIX}{i}")
@@ -186,9 +257,11 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     receiver = super_receiver(code)
     first = [receiver] if receiver is not None else []
     new_code = continuation_code(code, original, prologue + body,
-                                 first + stack_args + list(live_locals),
-                                 closure_names, f"<resume at line {target_lineno}{suffix}>")
-    return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names)
+                                 first + stack_args + list(live_locals) + cellvars,
+                                 closure_names, f"<resume at line {target_lineno}{suffix}>",
+                                 cellvars=tuple(cellvars))
+    return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names,
+                      tuple(cellvars))
 
 
 def place_label(body: list, label: Label) -> None:
@@ -203,18 +276,19 @@ def place_label(body: list, label: Label) -> None:
 
 def continuation_code(code: types.CodeType, original: Bytecode, instructions: list,
                       argnames: list[str], closure_names: tuple[str, ...],
-                      part: str) -> types.CodeType:
+                      part: str, cellvars: tuple[str, ...] = ()) -> types.CodeType:
     """A code object that continues `code` (a resume or loop body function): these
     instructions, these positional arguments, `code`'s cells and free variables as its free
     variables, and the user function's name, qualified name, file and first line, so its
     frames look like the function's own in tracebacks, `sys._getframe()` and profiles.
     `part` says which part of the function it is (``<resume at line 12>``): `display_name`
-    shows it in `explain()` and logs."""
+    shows it in `explain()` and logs. `cellvars` (a resume function's) are arguments that
+    bring cells (see `passed_cells`)."""
     bc = Bytecode(instructions)
     bc.argnames = list(argnames)
     bc.argcount = len(argnames)
     bc.posonlyargcount = bc.kwonlyargcount = 0
-    bc.cellvars = []
+    bc.cellvars = list(cellvars)
     bc.freevars = list(closure_names)
     bc.flags = original.flags & ~(CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS)
     if closure_names:
@@ -224,7 +298,7 @@ def continuation_code(code: types.CodeType, original: Bytecode, instructions: li
     bc.filename = code.co_filename
     bc.first_lineno = code.co_firstlineno
     bc.docstring = None
-    new_code = bc.to_code()
+    new_code = ins.to_code(bc)
     inherit_origin(new_code, code)
     _labels[new_code] = f"{qualname}.{part}"
     return new_code

@@ -12,7 +12,6 @@ One handler method per opcode, named after it; the dispatch table is built once 
 from __future__ import annotations
 
 import inspect
-import linecache
 import operator
 import time
 import types
@@ -29,10 +28,10 @@ from .codegen import BreakExit, ReturnExit, argument_names, transform_code
 from .exc import Unsupported, UserCodeError
 from .guards import Guard, build_check_fn
 from .loops import plan_loop
-from .output_graph import GraphResult, OutputGraph
-from .resume import STACK_PREFIX, plain_loop_reason
+from .output_graph import GraphResult, OutputGraph, source_line
+from .resume import STACK_PREFIX, passed_cells, plain_loop_reason
 from .side_effects import SideEffects
-from .source import ClosureSource, GlobalSource, LocalSource
+from .source import ClosureSource, GlobalSource, LocalSource, Source, guard_parameter
 from .variables import (
     BuiltinVariable,
     ConstantVariable,
@@ -48,7 +47,7 @@ from .variables import (
 )
 from .variables.builder import wrap_constant
 from .variables.constant import _immutable as is_immutable
-from .variables.constant import run_user_op, user_error
+from .variables.constant import SymIntVariable, run_user_op, user_error
 from .variables.containers import _Sequence
 from .variables.lazy import LazyVariable, realize
 
@@ -109,18 +108,31 @@ class InstructionTranslator:
         self.code = code
         self.output = output
         self.argnames = argument_names(self.code)
+        #: a resume function's cell variables whose argument slot holds a cell of the original
+        #: frame (at hook time: the cell object itself)
+        self.passed_cells = passed_cells(code)
         self.info = code_info(code)
         self.instructions: list[Instr] = self.info.instructions
         self.labels: dict[Label, int] = self.info.labels
         #: (instruction index, "at" or "before"): end the graph there (a graph break); set on the
         #: second pass, once the first pass has found where capture must stop.
         self.break_at = break_at
+        #: set when the user's code raises at `break_at` for these values (`UserCodeError`): the
+        #: trace stops before the instruction, so its operands are looked at (guarded) there,
+        #: or the entry would also match the next call that does not raise
+        #: (raise_on_empty_args_unguarded)
+        self.guard_operands = False
         self.break_exit: BreakExit | None = None
         self.index: int | None = 0  # the instruction being run
         self.stack: list[VariableTracker] = []
         self.locals: dict[str, VariableTracker] = {}
         self.deleted: set[str] = set()
+        #: cell variables assigned while tracing (their cells get the values at a return: a
+        #: closure made in the frame may be returned or stored)
+        self.cells_written: set[str] = set()
         self.ip = 0
+        if self.passed_cells:  # (its prologue puts cells into slots: nothing to trace there)
+            self.ip = next(i for i, inst in enumerate(self.instructions) if inst.name == "RESUME")
         self.lineno = self.code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None
@@ -134,6 +146,8 @@ class InstructionTranslator:
     def run(self) -> None:
         while self.return_value is None:
             if self.break_at is not None and self.ip == self.break_at[0]:
+                if self.guard_operands:
+                    self.stack[:] = [realize(vt) for vt in self.stack]
                 self.break_exit = self.graph_break_exit()
                 return
             if self.steps & 255 == 255 or self.total_steps() > config.max_instructions:
@@ -182,7 +196,7 @@ class InstructionTranslator:
     def user_location(self, include_line: bool = True) -> str:
         where = f"{self.code.co_filename}:{self.lineno}"
         if include_line:
-            text = linecache.getline(self.code.co_filename, self.lineno).strip()
+            text = source_line(self.code.co_filename, self.lineno)
             if text:
                 return f"{where}  {text}"
         return where
@@ -318,6 +332,10 @@ class InstructionTranslator:
                 op = INPLACE_FALLBACK[op]
         if isinstance(a, NDArrayVariable) or isinstance(b, NDArrayVariable):
             return self.output.call_function(self, op, [a, b], {})
+        if isinstance(a, SymIntVariable) or isinstance(b, SymIntVariable):
+            result = _symbolic_size_op(op, a, b)
+            if result is not None:
+                return result
         if isinstance(a, _Sequence) or isinstance(b, _Sequence):
             return self._sequence_op(op, a, b)
         if a.is_python_constant() and b.is_python_constant():
@@ -340,11 +358,26 @@ class InstructionTranslator:
                     seq.items[:] = seq.items * count
                     return seq
                 return type(seq)(seq.items * count)
+        if op in (operator.eq, operator.ne) and isinstance(a, _Sequence) and type(a) is type(b):
+            # ``x.shape == y.shape``: item by item, stopping at the first difference as Python
+            # does (sizes compare symbolically: a guarded fact, not fixed sizes)
+            equal = len(a.items) == len(b.items)
+            for left, right in zip(a.items, b.items) if equal else ():
+                same = self.binary_op(operator.eq, left, right)
+                if not isinstance(same, ConstantVariable) or type(same.value) is not bool:
+                    raise Unsupported(f"comparing {a.describe()} and {b.describe()}: an item "
+                                      "comparison is not a plain bool")
+                if not same.value:
+                    equal = False
+                    break
+            return ConstantVariable(equal if op is operator.eq else not equal)
         raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()} is not supported")
 
     def load_argument(self, name: str, is_cell: bool) -> VariableTracker:
         if name in self.locals:
             return self.locals[name]
+        if name in self.passed_cells and name not in self.deleted:
+            return self.load_passed_cell(name)
         if name in self.argnames and name not in self.deleted:
             vt = LazyVariable(self, LocalSource(name, is_cell), self.frame.f_locals[name])
             self.locals[name] = vt
@@ -411,6 +444,18 @@ class InstructionTranslator:
             return
         self.push(self.load_free_variable(var.name))
 
+    def load_passed_cell(self, name: str) -> VariableTracker:
+        """The contents of the cell a resume function received as its argument `name`."""
+        source = PassedCellSource(name)
+        if source in self.output.wrapped:
+            return self.output.wrapped[source]
+        try:
+            value = self.frame.f_locals[name].cell_contents
+        except ValueError:
+            raise user_error(UnboundLocalError, f"cannot access local variable {name!r} where "
+                             "it is not associated with a value") from None
+        return VariableBuilder(self, source)(value)
+
     def load_free_variable(self, name: str) -> VariableTracker:
         index = self.code.co_freevars.index(name)
         source = ClosureSource(name, index)
@@ -435,6 +480,7 @@ class InstructionTranslator:
             return
         value = self.pop()
         self.locals[inst.arg.name] = value
+        self.cells_written.add(inst.arg.name)
         self.name_graph_value(value, inst.arg.name)
 
     def LOAD_CLOSURE(self, inst: Instr) -> None:
@@ -535,6 +581,8 @@ class InstructionTranslator:
         op = UNARY_OPS[inst.name]
         if isinstance(a, NDArrayVariable):
             self.push(self.output.call_function(self, op, [a], {}))
+        elif isinstance(a, SymIntVariable) and op in (operator.neg, operator.pos):
+            self.push(wrap_constant(op(a.sym)))
         else:
             self.push(wrap_constant(run_user_op(op, a.as_python_constant())))
 
@@ -636,7 +684,9 @@ class InstructionTranslator:
         parts = self.popn(inst.arg)
         if not all(p.is_python_constant() for p in parts):
             raise Unsupported("a slice bound that is an array value (data-dependent shape)")
-        self.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
+        # (a size stays symbolic in the slice: ``x[: n // 2]`` reads n when the graph runs)
+        self.push(ConstantVariable(slice(*(p.sym if isinstance(p, SymIntVariable) else
+                                           p.as_python_constant() for p in parts))))
 
     def BUILD_STRING(self, inst: Instr) -> None:
         self._refuse_passed_through(self.stack[len(self.stack) - inst.arg:], "joining")
@@ -834,6 +884,23 @@ class ArrayRowIterator(VariableTracker):
         return rows
 
 
+@dataclass(frozen=True)
+class PassedCellSource(Source):
+    """The contents of the cell a resume function receives as its argument `local_name` (the
+    argument slot holds the cell object until the prologue makes it the variable's cell)."""
+
+    local_name: str
+
+    def guard_expr(self) -> str:
+        return f"{guard_parameter(self.local_name)}.cell_contents"
+
+    def reconstruct(self, codegen) -> None:
+        codegen.extend(ins.load_deref(CellVar(self.local_name)))
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}].cell_contents"
+
+
 class CellVariable(VariableTracker):
     """A cell of the translating frame, captured by a comprehension (LOAD_CLOSURE)."""
 
@@ -940,7 +1007,10 @@ class InliningTranslator(InstructionTranslator):
 
 class NestedFunctionVariable(VariableTracker):
     """A function made by ``def`` or ``lambda`` in the traced code (MAKE_FUNCTION): calling it
-    inlines it; after a graph break it is made again from its code, defaults and cells."""
+    inlines it; after a graph break it is made again from its code, defaults and cells, once
+    (`Codegen.reconstruct`: every use at the break gets the same function object)."""
+
+    has_identity = True
 
     def __init__(self, tx: InstructionTranslator, code: types.CodeType, defaults, kwdefaults,
                  annotations, cells: list[VariableTracker]) -> None:
@@ -1031,7 +1101,34 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDA
     return found
 
 
-def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> CompiledFrame | None:
+#: Operations on sizes that stay symbolic (no guard): arithmetic that keeps an int exact, and
+#: comparisons (their answer is guarded only when the sizes' bounds do not settle it).
+_SIZE_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
+             operator.iadd, operator.isub, operator.imul, operator.ifloordiv, operator.imod,
+             operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge}
+
+
+def _symbolic_size_op(op: Callable, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """``n - 1``, ``n * m``, ``n > 5`` for sizes (`SymIntVariable`) and ints; None for anything
+    else (the caller then fixes the sizes to their values)."""
+    def operand(vt: VariableTracker) -> Any:
+        if isinstance(vt, SymIntVariable):
+            return vt.sym
+        if isinstance(vt, ConstantVariable) and type(vt.value) is int:
+            return vt.value
+        return None
+
+    x, y = operand(a), operand(b)
+    if op not in _SIZE_OPS or x is None or y is None:
+        return None
+    try:
+        return wrap_constant(op(x, y))
+    except ZeroDivisionError:
+        return None  # (raised again, with the user's traceback, by the plain path)
+
+
+def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
+                dynamic: bool | None = None) -> CompiledFrame | None:
     """Translate one frame. None: nothing to compile. Raises Unsupported when it cannot.
 
     Where the translator meets something it cannot capture, it traces the frame a second time
@@ -1045,9 +1142,12 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> Com
     if plain is not None:
         raise Unsupported(plain)
     break_at: tuple[int, str] | None = None
+    raised = False  # the first trace ended in the user's own exception
     reason = None
     while True:
-        tx = InstructionTranslator(frame, code, OutputGraph(code.co_name, backend), break_at)
+        output = OutputGraph(code.co_name, backend, code=code, dynamic=dynamic)
+        tx = InstructionTranslator(frame, code, output, break_at)
+        tx.guard_operands = raised
         try:
             tx.run()
             break
@@ -1065,6 +1165,7 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> Com
                 if kind is None:
                     raise
                 break_at = (tx.index, kind)
+                raised = isinstance(exc, UserCodeError)
             # (without its traceback, which holds this frame: no reference cycle)
             failure = exc.with_traceback(None)
             failure.__context__ = failure.__cause__ = None  # their tracebacks hold frames too
@@ -1080,7 +1181,8 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True) -> Com
                 raise failure  # nothing to compile before the loop or in it: plain Python
         tx.break_exit.reason = reason
         return compile_subgraph(tx, tx.break_exit, started)
-    return compile_subgraph(tx, ReturnExit(tx.return_value), started)
+    cells = {name: tx.locals[name] for name in sorted(tx.cells_written) if name in tx.locals}
+    return compile_subgraph(tx, ReturnExit(tx.return_value, cells=cells), started)
 
 
 def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:
@@ -1109,7 +1211,10 @@ def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
     return) or runs the unsupported instruction and calls a resume function (at a break)."""
     if isinstance(exit, ReturnExit):
         values = _graph_values(exit.value, [])
-        single = isinstance(exit.value, NDArrayVariable) and exit.value.node.op != "placeholder"
+        for vt in exit.cells.values():
+            _graph_values(vt, values)
+        single = (isinstance(exit.value, NDArrayVariable) and exit.value.node.op != "placeholder"
+                  and not exit.cells)
     else:
         values = []
         for vt in exit.stack:
@@ -1129,14 +1234,16 @@ def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
     exit.side_effects = effects
     location = tx.user_location()
     result = tx.output.compile(values, started, single_output=single)
-    if result is None and isinstance(exit, ReturnExit) and not effects:
+    if result is None and isinstance(exit, ReturnExit) and not effects and not exit.cells:
         return None
     try:
         new_code = transform_code(tx.code, result, exit, tx.lineno)
     except Unsupported as exc:
         exc.location = exc.location or location
         raise
-    guards = result.guards if result is not None else list(tx.output.guards)
+    # (after the code is written: rebuilding a size at a break may fix it, a fact to guard)
+    guards = tx.output.final_guards()
+    tx.output.shape_env.frozen = True
     check_fn = build_check_fn(guards, list(tx.argnames), tx.code.co_name)
     check_fn.graph_module = result.graph_module if result is not None else None
     if result is not None:

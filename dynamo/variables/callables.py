@@ -6,6 +6,8 @@ Python constants and that are known to be pure run at trace time.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import operator
 import types
@@ -142,7 +144,9 @@ def _len(tx, args, kwargs):
     if isinstance(arg, NDArrayVariable):
         if arg.meta.ndim == 0:
             raise user_error(TypeError, "len() of unsized object (a 0-d array)")
-        return ConstantVariable(arg.meta.shape[0])
+        from .builder import wrap_constant
+
+        return wrap_constant(arg.meta.shape[0])  # (a SymIntVariable for a dynamic size)
     if isinstance(arg, (_Sequence, DictVariable)):
         return ConstantVariable(len(arg.items))
     return _constant_call(len, args, kwargs)
@@ -172,20 +176,59 @@ def _sequence_ctor(kind):
     return build
 
 
+def _items_of(tx, value: VariableTracker) -> VariableTracker:
+    """What ``iter(value)`` gives while tracing: rows of an array are read when they are
+    reached (the loop body may write to the array first), other values are unpacked."""
+    if isinstance(value, NDArrayVariable):
+        from ..symbolic_convert import ArrayRowIterator
+
+        return ArrayRowIterator(tx, value)
+    return value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(tx))
+
+
+class _LazyIterator(IteratorVariable):
+    """``enumerate``/``zip`` over iterators whose items are made when reached (`_items_of`)."""
+
+    def __init__(self, sources: list[VariableTracker], kind: type, start: Any = 0) -> None:
+        super().__init__([], kind=kind)
+        self.sources = sources
+        self.start = start
+        self.count = 0
+        self.done = False
+
+    def next(self) -> VariableTracker | None:
+        if self.done:
+            return None
+        items = []
+        for source in self.sources:
+            item = source.next()
+            if item is None:
+                self.done = True
+                return None
+            items.append(item)
+        if self.kind is enumerate:
+            items.insert(0, ConstantVariable(run_user_op(operator.add, self.start, self.count)))
+        self.count += 1
+        return TupleVariable(items)
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = []
+        while (item := self.next()) is not None:
+            rest.append(item)
+        return rest
+
+
 def _enumerate(tx, args, kwargs):
     start = kwargs["start"].as_python_constant() if "start" in kwargs else (
         args[1].as_python_constant() if len(args) > 1 else 0
     )
-    items = args[0].unpack(tx)
-    return IteratorVariable([TupleVariable([ConstantVariable(run_user_op(operator.add, start, i)), v])
-                             for i, v in enumerate(items)], kind=enumerate)
+    return _LazyIterator([_items_of(tx, args[0])], enumerate, start)
 
 
 def _zip(tx, args, kwargs):
     if kwargs:
         raise Unsupported("zip() with keyword arguments")
-    columns = [a.unpack(tx) for a in args]
-    return IteratorVariable([TupleVariable(list(row)) for row in zip(*columns)], kind=zip)
+    return _LazyIterator([_items_of(tx, a) for a in args], zip)
 
 
 def _min_max(fn):
@@ -494,6 +537,66 @@ class UserFunctionVariable(VariableTracker):
         return inline_call(tx, spec, self_args + list(args), kwargs)
 
 
+class UserClassVariable(VariableTracker):
+    """A class defined in Python (plain ``type`` metaclass), read from a guarded source (its
+    identity is guarded). ``Cls.method`` gives the function (inlined when called with the object
+    first), ``Cls.static_method`` the function, ``Cls.class_method`` the function bound to the
+    class; other attributes are passed along as opaque values. Calling the class (making an
+    object) is not traced: it breaks the graph."""
+
+    def __init__(self, value: type, source) -> None:
+        self.value = value
+        self.source = source
+
+    def describe(self) -> str:
+        return f"class {self.value.__qualname__} {self.source.name()}"
+
+    def as_python_constant(self) -> Any:
+        return self.value  # (the identity is guarded)
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        from ..source import AttrSource
+        from .builder import VariableBuilder
+        from .opaque import OpaqueObjectVariable
+
+        static = inspect.getattr_static(self.value, name, None)
+        source = AttrSource(self.source, name)
+        if inspect.isfunction(static) or (isinstance(static, staticmethod)
+                                          and inspect.isfunction(static.__func__)):
+            return VariableBuilder(tx, source)(getattr(self.value, name))  # (FUNCTION_MATCH)
+        if isinstance(static, classmethod) and inspect.isfunction(static.__func__):
+            fn = VariableBuilder(tx, AttrSource(source, "__func__"))(static.__func__)
+            method = UserFunctionVariable(static.__func__, source=fn.source, bound_self=self)
+            method.bound_name = name
+            return method
+        # A class attribute holding data stays opaque (not a constant under a guard): class
+        # counters change under the frame's feet, e.g. in __del__ run by the collector between
+        # the guard check and the use (CPython's test_scope testLeaks).
+        if static is None or type(static).__flags__ & (1 << 9):
+            # missing, or a descriptor defined in Python: reading it would run user code
+            raise Unsupported(f"attribute {name!r} of {self.describe()} (not traced)")
+        try:
+            value = getattr(self.value, name)
+        except AttributeError:
+            raise Unsupported(f"attribute {name!r} of {self.describe()} (not traced)") from None
+        return OpaqueObjectVariable(value, source)
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        raise Unsupported(f"call to {self.describe()}: making an object runs in plain Python")
+
+
+def is_user_class(value: Any) -> bool:
+    """A class defined in Python whose attribute reads run no user code (metaclass ``type``)."""
+    return type(value) is type and bool(value.__flags__ & (1 << 9)) and not issubclass(
+        value, (np.ndarray, np.generic, BaseException))
+
+
 class UserObjectVariable(VariableTracker):
     """An instance of a user-defined class (``self`` in a method). Reading an attribute wraps the
     attribute's value with a guard on ``obj.attr``; properties, ``__getattr__`` and custom
@@ -511,8 +614,6 @@ class UserObjectVariable(VariableTracker):
 
     def store_attr(self, tx, name: str, value: VariableTracker) -> None:
         """``obj.name = value``: replayed after the graph; later reads in the trace see it."""
-        import inspect
-
         cls = type(self.value)
         if cls.__setattr__ is not object.__setattr__:
             raise Unsupported(f"setting attribute {name!r} of {self.describe()}, which has its "
@@ -524,18 +625,37 @@ class UserObjectVariable(VariableTracker):
                               f"{type(static).__name__} runs code when set")
         tx.root().side_effects.store_attr(self, name, value)
 
-    def var_getattr(self, tx, name: str) -> VariableTracker:
-        import inspect
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if type(self.value) is functools.partial:
+            return self._call_partial(tx, args, kwargs)
+        return super().call_function(tx, args, kwargs)
 
+    def _call_partial(self, tx, args, kwargs) -> VariableTracker:
+        """``functools.partial(f, *a, **k)(*args, **kw)`` is ``f(*a, *args, **{**k, **kw})``:
+        what the partial holds is read (and guarded) through ``p.func``, ``p.args`` and
+        ``p.keywords``; the call is then traced like a call of ``f``."""
         from ..source import AttrSource
         from .builder import VariableBuilder
 
+        p = self.value
+        func = VariableBuilder(tx, AttrSource(self.source, "func"))(p.func)
+        bound = VariableBuilder(tx, AttrSource(self.source, "args"))(p.args)
+        keywords = VariableBuilder(tx, AttrSource(self.source, "keywords"))(p.keywords)
+        if not isinstance(bound, TupleVariable) or not isinstance(keywords, DictVariable):
+            raise Unsupported(f"call to {self.describe()}: its keywords are not traced")
+        return func.call_function(tx, [*bound.items, *args], {**keywords.items, **kwargs})
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        from ..source import AttrSource
+        from .builder import VariableBuilder
+
+        cls = type(self.value)
+        if cls.__getattribute__ is not object.__getattribute__:
+            # (even for an attribute written in this trace: the read runs the user's code)
+            raise Unsupported(f"{self.describe()} has a custom __getattribute__")
         written = tx.root().side_effects.pending_attr(self, name)
         if written is not None:
             return written
-        cls = type(self.value)
-        if cls.__getattribute__ is not object.__getattribute__:
-            raise Unsupported(f"{self.describe()} has a custom __getattribute__")
         missing = object()
         static = inspect.getattr_static(self.value, name, missing)
         if static is missing:

@@ -337,3 +337,132 @@ def probes_attributes(x, obj):
 
 def test_hasattr_and_getattr_with_a_default_on_a_missing_attribute(check):
     check(probes_attributes, np.arange(3.0), Plain(), graphs=1)
+
+
+# functools.partial and methods read from a class (issue 6, item 5) ----------------------------
+
+
+def _scaled_sine(a, b, scale=1.0):
+    return np.sin(a) * b * scale
+
+
+PARTIAL = functools.partial(_scaled_sine, scale=2.0)
+
+
+def calls_a_partial(x):
+    return PARTIAL(x, 3.0) + 1
+
+
+def test_a_partial_is_inlined_and_guarded_on_what_it_holds(check):
+    global PARTIAL
+    x = np.arange(3.0)
+    check(calls_a_partial, x, graphs=1)
+    assert dynamo.explain(calls_a_partial)(x).graph_break_count == 0
+    saved = PARTIAL
+    try:
+        PARTIAL = functools.partial(_scaled_sine, x, scale=-1.0)  # new args and keywords
+        with pytest.raises(TypeError):
+            calls_a_partial(x)  # (three positional arguments now: b twice)
+        PARTIAL = functools.partial(_scaled_sine, scale=-1.0)
+        check(calls_a_partial, x, graphs=1)  # recompiled for the new keyword value
+    finally:
+        PARTIAL = saved
+
+
+class _Model:
+    factor = 2.0
+
+    def __init__(self, w):
+        self.w = w
+
+    def __eq__(self, other):  # (the oracle compares the arguments after the call)
+        return type(other) is _Model and other.w == self.w
+
+    def forward(self, x):
+        return np.cos(x) * self.w
+
+    @staticmethod
+    def shift(x):
+        return x + 1
+
+    @classmethod
+    def scale(cls, x):
+        return x * 2.0 if cls is _Model else x
+
+
+_MODEL = _Model(3.0)
+
+
+def calls_class_methods(x, m):
+    return _Model.forward(m, x) + _Model.shift(x) + _Model.scale(x) + m.forward(x)
+
+
+def test_methods_read_from_a_class_are_inlined(check):
+    x = np.arange(3.0)
+    check(calls_class_methods, x, _MODEL, graphs=1)
+    assert dynamo.explain(calls_class_methods)(x, _MODEL).graph_break_count == 0
+
+
+def test_replacing_a_class_method_recompiles(check):
+    x = np.arange(3.0)
+    check(calls_class_methods, x, _MODEL, graphs=1)
+    saved = _Model.__dict__["shift"]
+    try:
+        _Model.shift = staticmethod(lambda v: v - 10)
+        check(calls_class_methods, x, _MODEL, graphs=1)
+    finally:
+        _Model.shift = saved
+
+
+def isinstance_of_a_user_class(x, m):
+    return x * 2 if isinstance(m, _Model) else x
+
+
+def test_isinstance_of_a_user_class_is_a_constant(check):
+    check(isinstance_of_a_user_class, np.arange(3.0), _MODEL, graphs=1)
+    check(isinstance_of_a_user_class, np.arange(3.0), 1.0, graphs=None)
+
+
+def makes_an_object(x):
+    m = _Model(2.0)  # not traced: a graph break at the call, the rest compiled
+    return np.sin(x) + m.w
+
+
+def test_making_an_object_of_a_user_class_breaks_cleanly(check):
+    check(makes_an_object, np.arange(3.0), graphs=None)
+
+
+# Translation and guards run no user __getattribute__ (issue 6, item 4) -------------------------
+
+
+class _Logged:
+    def __init__(self, log):
+        object.__setattr__(self, "log", log)
+
+    def __getattribute__(self, name):
+        object.__getattribute__(self, "log").append(name)
+        return object.__getattribute__(self, name)
+
+
+def writes_then_reads_a_logged_object(a, x):
+    a.foo = 12
+    y = np.sin(x)
+    return y + a.foo
+
+
+def passes_a_logged_object_along(a, x):
+    return np.cos(x), a
+
+
+def test_translation_and_guards_read_no_attribute_through_user_getattribute():
+    x = np.arange(3.0)
+    for fn in (writes_then_reads_a_logged_object, passes_a_logged_object_along):
+        plain_log, compiled_log = [], []
+        expected = fn(_Logged(plain_log), x)
+        compiled = dynamo.compile(fn, backend="eager")
+        for _ in range(2):  # the second call runs the guards
+            actual = compiled(_Logged(compiled_log), x)
+            np.testing.assert_array_equal(actual[0] if isinstance(actual, tuple) else actual,
+                                          expected[0] if isinstance(expected, tuple) else expected)
+        assert compiled_log == plain_log * 2, fn.__name__
+    assert dynamo.explain(passes_a_logged_object_along)(_Logged([]), x).graph_count == 1

@@ -135,10 +135,8 @@ def _times_python_float(s):
     return np.ones(2) * s
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "python_float_nan_sign: a Python float argument is a constant in the graph; a NaN is "
-    "written as float('nan') in the graph code (positive) and guarded by `s != s`, which any "
-    "NaN passes, so -nan gives +nan"))
+# Fixed: a NaN constant keeps its sign in the graph code (-float('nan')) and its guard checks
+# the sign; after the value changed, the float is a graph input (unspecialised).
 def test_negative_nan_python_float_keeps_its_sign():
     _check(_times_python_float, -math.nan)
 
@@ -150,12 +148,8 @@ def _scale_by_own_mean(t):
     return t * float(t.mean())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "resume_of_helper_recompiles_per_value: float(t.mean()) is a graph break; its result "
-    "reaches the resume function as the argument ___stack1, a Python float, which is guarded "
-    "by value (a graph constant), so every new value recompiles the resume function until "
-    "cache_size_limit warns, a warning plain Python never gives (the user cannot pass it as "
-    "np.float64 instead: the value is made inside the function)"))
+# Fixed: the float reaches the resume function as an argument; once its value changed it is
+# a graph input (dynamo.dynamic_shapes.scalar_is_dynamic), not a constant guarded by value.
 def test_float_of_data_at_a_break_does_not_recompile_per_value():
     compiled = dynamo.compile(_scale_by_own_mean, backend="eager")
     with warnings.catch_warnings(record=True) as caught:
@@ -173,12 +167,9 @@ def _first_plus_one(*ts):
     return ts[0] + 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "raise_on_empty_args_unguarded: a frame that raises at a breakable instruction (ts[0] of "
-    "an empty *args tuple) gets a cache entry with a graph break at that instruction but no "
-    "guard on what made it raise (len(ts)): the entry matches every later call, goes first "
-    "in the cache, and the next good call runs the break path and compiles its resume "
-    "function (an extra graph on a call with the same arguments as before)"))
+# Fixed: when the user's code raises at a breakable instruction for these values
+# (UserCodeError), the second trace still stops before that instruction, but now looks at
+# (guards) the values on the stack there, so the entry matches only calls that raise too.
 def test_a_call_that_raised_does_not_take_over_later_calls():
     backend = make_backend("eager")
     compiled = dynamo.compile(_first_plus_one, backend=backend)
@@ -189,6 +180,23 @@ def test_a_call_that_raised_does_not_take_over_later_calls():
     before = backend.count
     assert np.array_equal(compiled(y), y + 1)
     assert backend.count == before, "the call with the same argument as before compiled again"
+
+
+def _sine_plus_item(x, t, i):
+    y = np.sin(x)
+    return y + t[i]
+
+
+def test_a_call_that_raised_after_a_graph_op_does_not_take_over_later_calls():
+    backend = make_backend("eager")
+    compiled = dynamo.compile(_sine_plus_item, backend=backend)
+    x = np.ones(3)
+    assert np.array_equal(compiled(x, (1.0,), 0), np.sin(x) + 1.0)
+    with pytest.raises(IndexError, match="tuple index out of range"):
+        compiled(x, (), 0)
+    before = backend.count
+    assert np.array_equal(compiled(x, (1.0,), 0), np.sin(x) + 1.0)
+    assert backend.count == before, "the call with the same arguments as before compiled again"
 
 
 # New, not a KNOWN_BUGS pattern: a crash found in the uncommitted tail-call work -------------

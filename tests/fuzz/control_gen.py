@@ -46,27 +46,11 @@ from hypothesis import strategies as st
 #: (strict xfail): when that test starts passing, remove the name here. (Removed after 2,000
 #: examples on each backend: try_except_then_call, iterate_rows_of_mutated_array,
 #: list_append_then_rebind_in_loop; while_graph_break_continue and return_in_loop_inside_while
-#: after their fixes, property test re-run on the eager backend.)
+#: after their fixes, property test re-run on the eager backend; raise_on_empty_args_unguarded:
+#: a user error is no longer a graph break; resume_of_helper_recompiles_per_value: a Python
+#: float argument whose value changed is a graph input, issue 7; python_float_nan_sign: NaN
+#: constants keep their sign in graph code and guards, issue 7.)
 KNOWN_BUGS: set[str] = {
-    # A negative NaN Python float (sign bit set: 0/0 gives one on x86, so does np.negative(nan))
-    # becomes a positive NaN in the graph: `np.ones(2) * s` with s = -nan gives +nan compiled.
-    # Reached through float(<array with such a NaN>) before a graph break. Avoided: no NaN
-    # inputs and no unguarded division (0/0).
-    # Repro: test_negative_nan_python_float_keeps_its_sign.
-    "python_float_nan_sign",
-    # Not a wrong result, a warning plain Python never gives: a helper with a graph break before
-    # `return t * float(t.mean())`, called in a loop on changing values, recompiles its resume
-    # function for every value of the float (guard `___stack1 == 10.0`) until cache_size_limit,
-    # which warns "was recompiled 8 times". Avoided by the test: that one warning is left out
-    # of the comparison. Repro: test_float_of_data_at_a_break_does_not_recompile_per_value.
-    "resume_of_helper_recompiles_per_value",
-    # Found once try_except_then_call was removed: `h(y)` then `h()` (caught) for
-    # `def h(*ts): return ts[0] + 1`: the entry compiled for h() (a break at the raising
-    # ts[0]) has no guard on len(ts), goes first in the cache and catches the next h(y),
-    # which then compiles its resume function: a new graph on a call with the same arguments
-    # as before. Avoided: a star helper is made to raise by a bad keyword, not by no arguments.
-    # Repro: test_a_call_that_raised_does_not_take_over_later_calls.
-    "raise_on_empty_args_unguarded",
 }
 
 #: statement kind (see `_Gen.statement`) -> weight; 0 = a new variable comes first (shrinking)

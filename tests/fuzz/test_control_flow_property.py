@@ -41,7 +41,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dynamo
-from fuzz.control_gen import KNOWN_BUGS, ControlProgram, control_programs
+from fuzz.control_gen import ControlProgram, control_programs
 from support.oracle import Run, compare, make_backend, run
 
 EXAMPLES = int(os.environ.get("DYNAMO_FUZZ_PROGRAMS", "2000"))
@@ -72,11 +72,7 @@ def _time_limit(seconds: int):
 
 
 def _run(fn: Callable, args: tuple) -> Run:
-    result = run(fn, args)
-    if "resume_of_helper_recompiles_per_value" in KNOWN_BUGS:
-        result.warnings = [w for w in result.warnings
-                           if "(dynamo.config.cache_size_limit)" not in w[1]]
-    return result
+    return run(fn, args)
 
 
 def _load(program: ControlProgram, directory: pathlib.Path) -> Callable:

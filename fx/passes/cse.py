@@ -4,8 +4,9 @@ In: an `fx.Graph` (edited in place). Out: the number of nodes removed. Called by
 backend runs it before fusion) and usable on any graph.
 
 Two nodes are the same computation when op, target, args and kwargs are equal, constants compared
-with their types (``1``, ``1.0`` and ``True`` differ). Merging must not change what the user can
-observe, so a duplicate ``B`` of ``A`` is replaced only when
+with their exact types and bits (``1``, ``1.0`` and ``True`` differ, and so do ``0.0`` and
+``-0.0``: `_key`). Merging must not change what the user can observe, so a duplicate ``B`` of
+``A`` is replaced only when
   * neither has side effects (`Node.is_impure`), and no mutation in the graph can reach the
     memory of ``A`` or ``B`` (nothing upstream of a mutating node is merged: a mutation of an
     alias would otherwise show through both names), and
@@ -22,6 +23,7 @@ observe, so a duplicate ``B`` of ``A`` is replaced only when
 from __future__ import annotations
 
 import operator
+import struct
 from typing import Any
 
 import numpy as np
@@ -55,22 +57,36 @@ def _makes_fresh_array(node: Any) -> bool:
     return False
 
 
+# Constants compared by value within their exact type; floats, complexes and NumPy scalars by
+# their bits (``0.0 == -0.0`` and ``np.float64(1) == 1``, but merging either would change results).
+_BY_VALUE = (int, bool, str, bytes, type(None), type(Ellipsis), range, type, np.dtype)
+
+
 def _key(value: Any) -> Any:
-    """A hashable, type-exact key for an argument structure (None if not hashable)."""
+    """A hashable key for an argument structure, equal only for interchangeable values: exact
+    types (``1``, ``1.0``, ``True`` differ) and exact bits (``0.0`` and ``-0.0`` differ; two
+    NaNs are one key only with the same payload). Other objects are keyed by identity. Raises
+    TypeError for an array constant (never merged)."""
     if hasattr(value, "op") and hasattr(value, "users"):
         return ("node", id(value))
-    if isinstance(value, (tuple, list)):
-        return (type(value).__name__, tuple(_key(v) for v in value))
-    if isinstance(value, dict):
-        return ("dict", tuple(sorted((k, _key(v)) for k, v in value.items())))
-    if isinstance(value, slice):
-        return ("slice", _key(value.start), _key(value.stop), _key(value.step))
+    kind = type(value)
+    if kind in (tuple, list):
+        return (kind, tuple(_key(v) for v in value))
+    if kind is dict:
+        return (dict, tuple((_key(k), _key(v)) for k, v in value.items()))
+    if kind is slice:
+        return (slice, _key(value.start), _key(value.stop), _key(value.step))
+    if kind is float:
+        return (float, struct.pack("<d", value))
+    if kind is complex:
+        return (complex, struct.pack("<dd", value.real, value.imag))
     if isinstance(value, np.ndarray):
         raise TypeError("array constant")
-    hash(value)
-    if isinstance(value, float) and value != value:
-        return (float, "nan")  # NaN != NaN, but two NaN constants mean the same thing
-    return (type(value), value)
+    if isinstance(value, np.generic):
+        return (kind, value.dtype.str, value.tobytes())
+    if kind in _BY_VALUE or isinstance(value, np.dtype):
+        return (kind, value)
+    return ("object", id(value))  # the node holds a reference: the id stays this object's
 
 
 def _may_raise_or_warn(node: Any) -> bool:

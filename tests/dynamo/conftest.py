@@ -9,7 +9,6 @@ NumPy. Every test starts from empty caches (`dynamo.reset()`, autouse).
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from typing import Any, Callable
 
@@ -17,6 +16,7 @@ import numpy as np
 import pytest
 
 import dynamo
+from support.oracle import assert_same as _oracle_assert_same
 from support.oracle import views as _views
 
 
@@ -57,36 +57,12 @@ def backend() -> CountingBackend:
 
 
 def assert_same(expected: Any, actual: Any, where: str = "result") -> None:
-    """Same structure, exact types, dtypes, shapes, strides and bit-identical values."""
-    assert type(actual) is type(expected), (
-        f"{where}: type {type(actual).__name__} != eager {type(expected).__name__} "
-        f"(eager={expected!r}, compiled={actual!r})"
-    )
-    if isinstance(expected, (tuple, list)):
-        assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
-        for i, (e, a) in enumerate(zip(expected, actual)):
-            assert_same(e, a, f"{where}[{i}]")
-    elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
-        for key in expected:
-            assert_same(expected[key], actual[key], f"{where}[{key!r}]")
-    elif isinstance(expected, (np.ndarray, np.generic)):
-        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
-        assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"
-        np.testing.assert_array_equal(actual, expected, err_msg=where, strict=True)
-        # Bit-identical (also tells -0.0 from 0.0 and NaN payloads): the eager backend runs the
-        # very same NumPy calls, so any difference is a translation bug, not rounding.
-        assert np.ascontiguousarray(actual).tobytes() == np.ascontiguousarray(expected).tobytes(), (
-            f"{where}: values differ in their bits"
-        )
-        if isinstance(expected, np.ndarray):
-            assert actual.strides == expected.strides, (
-                f"{where}: strides {actual.strides} != eager {expected.strides}"
-            )
-    elif isinstance(expected, float) and math.isnan(expected):
-        assert math.isnan(actual), f"{where}: {actual!r} != nan"
-    else:
-        assert actual == expected, f"{where}: {actual!r} != eager {expected!r}"
+    """Same structure, exact types, dtypes, shapes, strides and bit-identical values (also
+    -0.0 vs 0.0 and NaN payloads: the eager backend runs the very same NumPy calls, so any
+    difference is a translation bug, not rounding); other objects compare with ``==``, so a
+    user object must be the very same object (`support.oracle.assert_same`, objects="identity").
+    """
+    _oracle_assert_same(expected, actual, where, objects="identity")
 
 
 class View:

@@ -76,8 +76,17 @@ def _ulp_close(expected: np.ndarray, actual: np.ndarray, ulps: int) -> bool:
     return bool(np.all(same_nan) and np.all(close))
 
 
-def assert_same(expected: Any, actual: Any, where: str = "result", ulps: int = 0) -> None:
-    """Same structure, types, dtypes, shapes, strides; bit-identical values (or within `ulps`)."""
+def assert_same(expected: Any, actual: Any, where: str = "result", ulps: int = 0, *,
+                objects: str = "attributes") -> None:
+    """Same structure, types, dtypes, shapes, strides; bit-identical values (or within `ulps`).
+
+    ``objects``: how user objects (with a ``__dict__``, not functions/classes/modules) compare:
+    ``"attributes"`` compares their ``vars()`` (two runs on deep copies of the arguments), or
+    ``"identity"`` uses ``==`` (identity unless the class defines ``__eq__``: a result must be
+    the very object, e.g. one the function got or a global).
+    """
+    if objects not in ("attributes", "identity"):
+        raise ValueError(f"assert_same: objects={objects!r}; use 'attributes' or 'identity'")
     assert type(actual) is type(expected), (
         f"{where}: type {type(actual).__name__} != eager {type(expected).__name__} "
         f"(eager={expected!r}, compiled={actual!r})"
@@ -85,11 +94,11 @@ def assert_same(expected: Any, actual: Any, where: str = "result", ulps: int = 0
     if isinstance(expected, (tuple, list)):
         assert len(actual) == len(expected), f"{where}: length {len(actual)} != {len(expected)}"
         for i, (e, a) in enumerate(zip(expected, actual)):
-            assert_same(e, a, f"{where}[{i}]", ulps)
+            assert_same(e, a, f"{where}[{i}]", ulps, objects=objects)
     elif isinstance(expected, dict):
         assert list(actual) == list(expected), f"{where}: keys {list(actual)} != {list(expected)}"
         for key in expected:
-            assert_same(expected[key], actual[key], f"{where}[{key!r}]", ulps)
+            assert_same(expected[key], actual[key], f"{where}[{key!r}]", ulps, objects=objects)
     elif isinstance(expected, (np.ndarray, np.generic)):
         assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
         assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != {expected.shape}"
@@ -110,9 +119,10 @@ def assert_same(expected: Any, actual: Any, where: str = "result", ulps: int = 0
             assert ulps and abs(actual - expected) <= ulps * math.ulp(abs(expected)), (
                 f"{where}: {actual!r} != eager {expected!r}"
             )
-    elif hasattr(expected, "__dict__") and not isinstance(expected, _PLAIN):
+    elif (objects == "attributes" and hasattr(expected, "__dict__")
+          and not isinstance(expected, _PLAIN)):
         # A user object (argument whose attributes the program may write): compare its state.
-        assert_same(vars(expected), vars(actual), f"{where}.__dict__", ulps)
+        assert_same(vars(expected), vars(actual), f"{where}.__dict__", ulps, objects=objects)
     else:
         assert actual == expected, f"{where}: {actual!r} != eager {expected!r}"
 

@@ -38,6 +38,9 @@
  *    frames) and, with the hook removed, near the end of the C stack (deep mode).  Exceptions
  *    leaving a shadow frame lose the traceback entries of hidden code (graph, backend runners).
  *    KeyboardInterrupt/SystemExit raised in a guard propagate.  Scopes are entered and left in C.
+ *    The references a replaced frame (shadow call) or a tail call's arguments hold are handed
+ *    to the new frame as soon as it starts (release_on_start), so `del x` frees an object
+ *    where plain Python does.
  */
 #include "cache.h"
 #include "frame_view.h"
@@ -552,6 +555,49 @@ static void strip_hidden_frames(void) {
     PyErr_Restore(exc_type, exc_value, exc_tb);
 }
 
+/* ===== Releasing the caller's references once the replacing frame has started ============
+ *
+ * Two calls start a frame that takes the place of another: the shadow call (the intercepted
+ * frame's argument slots are its arguments; that frame never runs) and a tail call (a
+ * TailCall's args tuple).  Plain Python hands the arguments over, so `del x` in the function
+ * frees an object nobody else holds; here the slots and the tuple would keep it alive until
+ * the call returns.  So before each such call we leave a thread-local marker, and the hook,
+ * when it sees the frame of that function start (its arguments now bound: it owns references
+ * of its own), drops ours: it clears the intercepted frame's argument slots (CPython clears
+ * that frame later with Py_XDECREF and nothing reads it: it was never linked into the frame
+ * stack, so no frame object, traceback or sys._getframe() reaches it) and sets the tuple's
+ * items to None.  Nothing is freed then (the new frame holds every value).  The marker is
+ * consumed by the first frame the hook sees after it was set; if that frame is not the
+ * expected function's (the frame failed to bind and never started, or the hook was not
+ * installed when it did) nothing is released, and the caller clears the marker when the call
+ * returns: at most one release per call, never one before the new frame owns its values. */
+typedef struct {
+    PyObject *func;     /* whose frame's start releases (borrowed; NULL: no marker) */
+    PyObject *tuple;    /* a TailCall's args (exclusively owned) to set to None, or NULL */
+    PyObject **slots;   /* an intercepted frame's argument slots to clear, or NULL */
+    Py_ssize_t nslots;
+} npd_release;
+
+static _Thread_local npd_release tls_release = {NULL, NULL, NULL, 0};
+
+static void release_on_start(npd_frame *frame) {
+    npd_release r = tls_release;
+    tls_release.func = NULL;
+    if ((PyObject *)npd_frame_func(frame) != r.func) {
+        return;
+    }
+    if (r.tuple != NULL) {
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(r.tuple); i++) {
+            PyObject *old = PyTuple_GET_ITEM(r.tuple, i);
+            PyTuple_SET_ITEM(r.tuple, i, Py_NewRef(Py_None));
+            Py_XDECREF(old);
+        }
+    }
+    for (Py_ssize_t i = 0; i < r.nslots; i++) {
+        Py_CLEAR(r.slots[i]);
+    }
+}
+
 /* ===== Tail calls of resume functions =================================================== */
 
 /* At a graph break, transformed code ends with `return tail_call(*args, resume_fn)` instead
@@ -632,7 +678,13 @@ static PyObject *tail_call(PyObject *module, PyObject *const *args, Py_ssize_t n
 static PyObject *finish_tail_calls(PyObject *result) {
     while (result != NULL && Py_IS_TYPE(result, &TailCallType)) {
         TailCall *call = (TailCall *)result;
+        if (Py_REFCNT(result) == 1 && Py_REFCNT(call->args) == 1 &&
+            Py_IS_TYPE(call->fn, &PyFunction_Type)) {
+            /* A plain function: nothing runs between the call and its frame's start. */
+            tls_release = (npd_release){call->fn, call->args, NULL, 0};
+        }
         PyObject *next = PyObject_Call(call->fn, call->args, NULL);
+        tls_release.func = NULL;
         Py_DECREF(result);
         result = next;
         if (result == NULL) {
@@ -690,7 +742,11 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
     /* The shadow call.  No PY_VECTORCALL_ARGUMENTS_OFFSET: slots[-1] belongs to the frame.
      * The capture scope stays, so frames called by the transformed code are intercepted; the
      * shadow frame itself is SKIP and goes straight to the default evaluator. */
+    if (Py_IS_TYPE(func, &PyFunction_Type)) {
+        tls_release = (npd_release){func, NULL, slots, nargs};
+    }
     PyObject *result = PyObject_Vectorcall(func, slots, (size_t)nargs, NULL);
+    tls_release.func = NULL;
     Py_DECREF(func);
     if (result == NULL) {
         strip_hidden_frames();
@@ -699,6 +755,9 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
 }
 
 static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
+    if (tls_release.func != NULL) {
+        release_on_start(frame);
+    }
     if (stack_is_low()) {
         return run_deep(ts, frame, throw_flag);
     }

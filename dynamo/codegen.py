@@ -270,6 +270,13 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     if driven:
         _emit_loop_driver(gen, code, exit.loop_plan)
         return
+    # Arguments the frame deleted before the break (`del x`, a resume function's stack values)
+    # are unbound in the original frame: the shadow frame's slots must not keep them alive
+    # while the instruction runs.  (Stored first, so deleting a slot never fails.)
+    for name in argument_names(code):
+        if (name not in exit.locals and name not in exit.untouched_args
+                and name not in cellvars):
+            gen.extend(ins.load_const(None) + ins.store_fast(name) + ins.delete_fast(name))
     run = [Instr(instr.name, instr.arg, location=instr.location) for instr in exit.run]
     if run and run[-1].has_jump():
         branch = Label()

@@ -611,6 +611,70 @@ def _module_level_g(a):
     return -a
 
 
+class _Obj:
+    pass
+
+
+def _resume_del(x):
+    ref = weakref.ref(x)
+    del x
+    return ref() is None
+
+
+def _resume_del_transformed(x):  # what a compiled resume function would run instead
+    ref = weakref.ref(x)
+    del x
+    return ref() is None
+
+
+def _tail_to_resume():  # transformed code ending at a graph break: the object only in the call
+    return C.tail_call(_Obj(), _resume_del)
+
+
+@pytest.mark.parametrize("compile_resume", [False, True])
+def test_del_in_a_tail_called_frame_frees_the_argument(compile_resume):
+    """The TailCall's argument tuple and, when the resume function's frame is intercepted, that
+    frame's argument slots give their references up once the new frame has started: `del x`
+    frees an object nobody else holds, as plain Python's call hands its arguments over."""
+    def f():
+        return None
+
+    def cb(view):
+        if view.f_code is f.__code__:
+            return (lambda *s: True, _tail_to_resume.__code__)
+        if compile_resume and view.f_code is _resume_del.__code__:
+            return (lambda *s: True, _resume_del_transformed.__code__)
+        return None
+
+    try:
+        assert run_with(cb, f) is True
+        assert run_with(cb, f) is True  # cache hits
+        assert len(C.get_cache_entries(_resume_del.__code__)) == int(compile_resume)
+    finally:
+        for code in (_resume_del.__code__, _tail_to_resume.__code__,
+                     _resume_del_transformed.__code__):
+            C.reset_code(code)
+
+
+def test_shadow_frame_holds_the_only_frame_reference_to_its_arguments():
+    """The intercepted frame never runs: its argument slots do not keep a second reference
+    while the shadow frame runs (sys.getrefcount sees what the unmodified frame sees)."""
+    def f(a, *args, **kwargs):
+        return sys.getrefcount(a), sys.getrefcount(args), sys.getrefcount(kwargs)
+
+    def g(a, args, kwargs):
+        return sys.getrefcount(a), sys.getrefcount(args), sys.getrefcount(kwargs)
+
+    def cb(view):  # (keeps no FrameView: a view holds the argument values)
+        return (lambda *s: True, flat(g)) if view.f_code is f.__code__ else None
+
+    obj = _Obj()
+    plain = run_with(False, f, obj, 1, k=2)  # hook installed, nothing cached: f runs as is
+    assert run_with(cb, f, obj, 1, k=2) == plain  # compiles
+    assert run_with(cb, f, obj, 1, k=2) == plain  # cache hit
+    assert len(C.get_cache_entries(f.__code__)) == 1
+
+
 def test_shadow_function_kept_only_for_module_globals():
     code = _module_level_f.__code__
     new_code = flat(_module_level_g)

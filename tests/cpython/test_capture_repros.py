@@ -95,9 +95,6 @@ def test_co_extra_free_function_seen_by_npdynamo(tmp_path):
     """)
 
 
-@open_bug("dynamo/resume.py (graph breaks): the transformed frame keeps the values it passes "
-          "to the resume function, so `del` in the rest of the function does not free them "
-          "(test_code CoExtra.test_free_called, test_free_different_thread)")
 def test_del_after_graph_break_frees_the_object(tmp_path):
     same_as_plain(tmp_path, """
         import weakref

@@ -499,6 +499,93 @@ def test_c_tracer_does_not_crash():
     assert proc.stdout.split() == ["True", "True"]
 
 
+# ---- object lifetime ---------------------------------------------------------------------------
+
+_LIFETIME_PROGRAM = """
+    import sys, weakref
+    import numpy as np
+    import dynamo
+
+    class Obj:
+        pass
+
+    class Breaker:  # reading an attribute of one is a graph break
+        def __getattribute__(self, name):
+            return object.__getattribute__(self, name)
+
+    B = Breaker()
+    B.x = 1
+
+    def across_a_break(x):
+        y = np.sin(x)
+        obj = Obj()
+        ref = weakref.ref(obj)
+        B.x
+        del obj
+        return ref() is None, float(y.sum())
+
+    def across_two_breaks(x):
+        obj = Obj()
+        obj.v = 5
+        ref = weakref.ref(obj)
+        y = np.cos(x)
+        B.x
+        z = y + obj.v
+        B.x
+        v = obj.v
+        del obj
+        return ref() is None, v, float(z.sum())
+
+    def cell_across_a_break(x):
+        obj = Obj()
+        ref = weakref.ref(obj)
+        def get():
+            return obj
+        y = np.sin(x)
+        B.x
+        seen = get() is not None
+        del obj
+        return ref() is None, seen, float(y.sum())
+
+    def still_held(x):
+        obj = Obj()
+        keep = [obj]
+        ref = weakref.ref(obj)
+        y = np.sin(x)
+        B.x
+        del obj
+        return ref() is keep[0], float(y.sum())
+
+    def argument_deleted(x, obj):
+        y = np.sin(x)
+        B.x
+        del obj
+        return float(y.sum())
+
+    def run(compile):
+        out = []
+        for fn in (across_a_break, across_two_breaks, cell_across_a_break, still_held):
+            f = dynamo.compile(fn) if compile else fn
+            out += [f(np.ones(3)), f(np.ones(3))]  # compiles, then hits
+        f = dynamo.compile(argument_deleted) if compile else argument_deleted
+        out.append(f(np.ones(3), Obj()))
+        return out
+
+    plain, compiled = run(False), run(True)
+    print(plain == compiled, all(r[0] is True for r in plain[:8]))
+    print(compiled)
+"""
+
+
+def test_del_after_a_graph_break_frees_the_object():
+    """`del obj` after a graph break frees obj when nothing else holds it, as in plain Python:
+    neither the tail call's arguments nor the intercepted frames' argument slots nor the
+    transformed frame's slot of the deleted variable keep it alive (issue 8)."""
+    proc = run_python(_LIFETIME_PROGRAM)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split("\n")[0] == "True True", proc.stdout
+
+
 # ---- tracebacks ------------------------------------------------------------------------------
 
 

@@ -80,7 +80,8 @@ class GuardBuilder:
     def __init__(self) -> None:
         # Builtins under names no parameter can shadow (a frame may have a local called `type`).
         self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign,
-                                         "___type": type, "___len": len, "___repr": repr}
+                                         "___type": type, "___len": len, "___repr": repr,
+                                         "___id": id}
         self._names: dict[int, str] = {}
         self._counter = itertools.count()
 
@@ -147,6 +148,17 @@ class GuardBuilder:
         if contiguous:
             checks.append(f"{e}.flags.c_contiguous")
         return checks
+
+    def SAME_OBJECT(self, e: str, expected: Source) -> list[str]:
+        # Two inputs that were one mutable object (a list passed twice): the translator tracks
+        # it once, so a change through one is seen through the other.
+        return [f"{e} is {expected.guard_expr()}"]
+
+    def DISTINCT_OBJECTS(self, e: str, expected: tuple[Source, ...]) -> list[str]:
+        # Inputs that were different mutable objects of one type: tracked apart, so no two of
+        # them may be one object on a later call (one check, linear in their number).
+        items = ", ".join(source.guard_expr() for source in expected)
+        return [f"___len({{___id(___o) for ___o in ({items},)}}) == {len(expected)}"]
 
     def SIZE_FACT(self, e: str, expected: str) -> list[str]:
         # A condition over input sizes that a compile with dynamic shapes relied on; `expected`
@@ -520,4 +532,9 @@ def describe_failure(guard: Guard, env: dict) -> str:
         return f"{name}: expected no entry {expected!r} (the builtin), got one"
     if kind == "SIZE_FACT":
         return f"{expected}: expected true, got {value!r}"
+    if kind == "SAME_OBJECT":
+        return f"{name}: expected the same object as {plain_name(expected)}, got another one"
+    if kind == "DISTINCT_OBJECTS":
+        return (f"{', '.join(plain_name(s) for s in expected)}: expected different objects, "
+                "got one object twice")
     return f"{name}: {kind} guard failed (expected {expected!r})"

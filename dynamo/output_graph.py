@@ -75,6 +75,10 @@ class OutputGraph:
         self.graph = fx.Graph()
         self.guards: list[Guard] = []
         self.wrapped: dict[Source, VariableTracker] = {}
+        #: (source, object, tracker) of every list, dict and user object read from the frame:
+        #: aliasing between them is guarded (`VariableBuilder.__call__`). The objects are the
+        #: frame's own and die with the trace.
+        self.mutable_inputs: list[tuple[Source, Any, VariableTracker]] = []
         self.inputs: list[tuple[Source, fx.Node, Any]] = []
         self.shape_env = ShapeEnv()
         self._size_nodes: dict = {}
@@ -85,8 +89,17 @@ class OutputGraph:
     def final_guards(self) -> list[Guard]:
         """The guards, with the shape facts of dynamic shapes: every symbolic size of an
         NDARRAY_MATCH becomes None (any size >= 2) or the value a fact fixed it to, and every
-        other fact becomes a SIZE_FACT guard (``x.shape[0] == y.shape[0]``)."""
-        return _final_guards(self.guards, self.shape_env)
+        other fact becomes a SIZE_FACT guard (``x.shape[0] == y.shape[0]``). Plus one
+        DISTINCT_OBJECTS guard per type of the lists, dicts and user objects read from the frame
+        as different objects (tracked apart, they must not be one object later)."""
+        guards = _final_guards(self.guards, self.shape_env)
+        by_type: dict[type, list[Source]] = {}
+        for source, obj, _ in self.mutable_inputs:
+            by_type.setdefault(type(obj), []).append(source)
+        for sources in by_type.values():
+            if len(sources) > 1:
+                guards.append(Guard(sources[0], "DISTINCT_OBJECTS", tuple(sources), len(guards)))
+        return guards
 
     def add_guard(self, guard: Guard) -> None:
         self.guards.append(Guard(guard.source, guard.kind, guard.expected, order=len(self.guards)))

@@ -21,13 +21,12 @@ specialises (``int(s0)`` records ``s0 == 8``). Nothing here needs a symbolic-alg
 
 from __future__ import annotations
 
-import itertools
 import math
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
-__all__ = ["Sym", "ShapeEnv", "Fact", "is_symbolic", "hint", "concrete_shape", "sym_min",
+__all__ = ["Sym", "ShapeEnv", "Fact", "is_symbolic", "hint", "sym_min",
            "sym_max", "evaluate", "symbol_number", "MIN_DYNAMIC_SIZE"]
 
 #: The smallest size a symbol stands for (0 and 1 are specialised).
@@ -570,11 +569,6 @@ def symbol_number(value: Any) -> int | None:
     return None
 
 
-def concrete_shape(shape: Iterable[Any]) -> tuple[int, ...]:
-    """The shape with every symbol fixed to its value (facts recorded)."""
-    return tuple(operator.index(d) for d in shape)
-
-
 def _minmax(op: str, a: Any, b: Any) -> Any:
     sym = a if isinstance(a, Sym) else b if isinstance(b, Sym) else None
     if sym is None:
@@ -600,5 +594,3 @@ def sym_min(a: Any, b: Any) -> Any:
 def sym_max(a: Any, b: Any) -> Any:
     return _minmax("max", a, b)
 
-
-_counter = itertools.count()

@@ -72,6 +72,12 @@ def _is_user_object(value: Any) -> bool:
     )
 
 
+def _tracks_mutation(value: Any) -> bool:
+    """Objects whose contents the translator models (and whose changes it replays): aliasing
+    between inputs matters for them. (Arrays alias at run time: the graph runs NumPy.)"""
+    return type(value) in (list, dict) or _is_user_object(value)
+
+
 def wrap_constant(value: Any) -> VariableTracker:
     """A VariableTracker for a value computed while tracing."""
     if isinstance(value, Sym):
@@ -105,11 +111,25 @@ class VariableBuilder:
         self.tx.output.add_guard(Guard(self.source, kind, expected))
 
     def __call__(self, value: Any) -> VariableTracker:
-        cached = self.tx.output.wrapped.get(self.source)
+        output = self.tx.output
+        cached = output.wrapped.get(self.source)
         if cached is not None:
             return cached
+        tracked = _tracks_mutation(value)
+        if tracked:
+            # One mutable object reached through two sources (``f(l, l)``, ``self.a is
+            # self.b``) is one tracker, so a change through one is seen through the other;
+            # different objects of the same type must stay different (guards both ways).
+            # (the second guard: `OutputGraph.final_guards`, DISTINCT_OBJECTS)
+            for source, obj, vt in output.mutable_inputs:
+                if obj is value:
+                    self.guard("SAME_OBJECT", source)
+                    output.wrapped[self.source] = vt
+                    return vt
         vt = self._wrap(value)
-        self.tx.output.wrapped[self.source] = vt
+        output.wrapped[self.source] = vt
+        if tracked:
+            output.mutable_inputs.append((self.source, value, vt))
         return vt
 
     def _wrap(self, value: Any) -> VariableTracker:

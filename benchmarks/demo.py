@@ -9,6 +9,7 @@ a C compiler is available).
 from __future__ import annotations
 
 import timeit
+import textwrap
 import warnings
 
 import numpy as np
@@ -44,6 +45,11 @@ def branchy(x, y):
     else:
         loss = np.cos(np.cos(y))
     return loss
+
+
+def smooth(v):
+    n = v.shape[0]
+    return (v[1:] + v[:-1]) * 0.5 - v.sum() / n
 
 
 def _all_graphs(fn) -> list:
@@ -111,7 +117,23 @@ def main() -> None:
         assert np.array_equal(compiled_branchy(*args), branchy(*args))
     print(f"graphs for branchy after both branches ran: {len(_all_graphs(branchy))}")
 
-    banner("4. Speed against plain NumPy")
+    banner("4. Dynamic shapes: a size that changed becomes symbolic")
+    counted = []
+
+    def counting(gm, example_inputs):
+        counted.append(gm)
+        return gm.forward
+
+    compiled_smooth = dynamo.compile(smooth, backend=counting)
+    for n in range(2, 22):
+        v = rng.standard_normal(n)
+        assert np.array_equal(compiled_smooth(v), smooth(v))
+    print(f"smooth called with 20 lengths: {len(counted)} compiled versions")
+    print("the symbolic version's graph (the length is read when it runs) and guards:\n")
+    print(textwrap.indent(counted[-1].code.strip(), "    "))
+    print(textwrap.indent(dynamo.cache_entries(smooth)[0].guards, "    "))
+
+    banner("5. Speed against plain NumPy")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         backends = ["eager"]

@@ -271,6 +271,12 @@ def _broadcast_symbolic(shapes: tuple, what: str) -> tuple:
     ndim = max((len(s) for s in shapes), default=0)
     out: list = []
     for axis in range(ndim):
+        dims = [shape[axis - ndim + len(shape)] for shape in shapes
+                if axis - ndim + len(shape) >= 0]
+        dims = [d for d in dims if not (isinstance(d, int) and d == 1)]
+        if dims and isinstance(dims[0], Sym) and all(dims[0].same_as(d) for d in dims[1:]):
+            out.append(dims[0])  # one size (or 1s beside it): the result, whatever its value
+            continue
         size: Any = 1
         for shape in shapes:
             d = shape[axis - ndim + len(shape)] if axis - ndim + len(shape) >= 0 else 1

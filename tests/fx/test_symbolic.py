@@ -189,3 +189,12 @@ def test_an_expression_that_may_be_one_broadcasts_like_numpy():
     out = op_rules.infer_call(np.add, [short, ArrayMeta(np.float64, (5,))])
     assert out.shape == (5,)
     assert env.guard_facts() == ["x.shape[0] - 1 == 1"]
+
+
+def test_equal_expressions_broadcast_without_a_fact_even_if_they_may_be_one():
+    env = ShapeEnv()
+    x = _meta(env, "x", (5,), (True,))
+    head = op_rules.infer_call(operator.getitem, [x, slice(1, None)])  # s0 - 1, may be 1
+    tail = op_rules.infer_call(operator.getitem, [x, slice(None, -1)])
+    out = op_rules.infer_call(np.add, [head, tail])
+    assert out.shape[0].same_as(x.shape[0] - 1) and env.facts == []

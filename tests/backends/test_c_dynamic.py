@@ -12,17 +12,17 @@ graph's metas are given back; lengths below ``min_size``; independent sizes; thr
 from __future__ import annotations
 
 import shutil
-import threading
 
 import numpy as np
 import pytest
+from support.oracle import assert_same
+from support.threads import run_in_threads
 
 import dynamo
 import dynamo.backends.c as cbackend
 from dynamo.backends.c import build as cbuild
 from fx.meta import ArrayMeta
 from fx.symbolic import Sym
-from support.oracle import assert_same
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -208,21 +208,13 @@ def test_threads_with_mixed_lengths():
     inputs = {n: (_pos(n * 8).reshape(n, 8), np.ones((n, 8)) * 0.25) for n in lengths}
     expected = {n: f(*args) for n, args in inputs.items()}
     compiled(*inputs[lengths[-1]])
-    errors = []
 
     def worker(k):
-        try:
-            for i in range(100):
-                n = lengths[(i + k) % len(lengths)]
-                assert_same(expected[n], compiled(*inputs[n]), f"length {n}", ulps=4)
-        except Exception as exc:  # noqa: BLE001 - any failure in a thread is reported below
-            errors.append(exc)
+        for i in range(100):
+            n = lengths[(i + k) % len(lengths)]
+            assert_same(expected[n], compiled(*inputs[n]), f"length {n}", ulps=4)
 
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(worker, 4)
     assert not errors, errors[0]
     assert len(backend.compiled) == 1
     assert sum(r.calls for r in backend.compiled[0][1].runners.values()) > 1

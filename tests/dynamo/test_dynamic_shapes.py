@@ -5,15 +5,14 @@ for every size the guards admit. Oracle: the same function run by plain NumPy.
 
 from __future__ import annotations
 
-import threading
 import warnings
 
 import numpy as np
 import pytest
+from support.oracle import assert_same, make_backend
+from support.threads import run_in_threads
 
 import dynamo
-from support.oracle import assert_same, make_backend
-
 
 #: ULPs allowed for the C backend (its sin/exp are libm/libmvec: within a few ULP of NumPy's,
 #: docs/c_backend.md); the eager backend is bit-exact.
@@ -179,26 +178,17 @@ def test_reset_forgets_the_sizes_seen():
 
 def test_threads_with_mixed_shapes_all_correct():
     compiled = dynamo.compile(_chain, backend="eager")
-    errors: list[BaseException] = []
 
     def work(seed: int) -> None:
         rng = np.random.default_rng(seed)
-        try:
-            for _ in range(300):
-                n = int(rng.integers(2, 40))
-                x, y = rng.standard_normal(n), rng.standard_normal(n)
-                np.testing.assert_array_equal(compiled(x, y), _chain(x, y))
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for _ in range(300):
+            n = int(rng.integers(2, 40))
+            x, y = rng.standard_normal(n), rng.standard_normal(n)
+            np.testing.assert_array_equal(compiled(x, y), _chain(x, y))
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    assert errors == []
+        assert run_in_threads(work, 8) == []
 
 
 # Python scalar arguments ------------------------------------------------------------------------

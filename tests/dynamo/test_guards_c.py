@@ -12,18 +12,24 @@ from __future__ import annotations
 import gc
 import math
 import sys
-import threading
 import types
 import weakref
 
 import numpy as np
 import pytest
+from support.threads import run_in_threads
 
 import dynamo
 from dynamo import _C, config
 from dynamo import guards as guards_mod
 from dynamo.guards import Guard, build_check_fn
-from dynamo.source import AttrSource, ClosureSource, GetItemSource, GlobalSource, LocalSource
+from dynamo.source import (
+    AttrSource,
+    ClosureSource,
+    GetItemSource,
+    GlobalSource,
+    LocalSource,
+)
 
 X = LocalSource("x")
 
@@ -295,24 +301,14 @@ def test_threads_mixed_shapes_and_dtypes_all_correct():
     inputs = [(np.arange(n, dtype=dt), np.full(n, 2, dtype=dt))
               for n in (1, 3, 4, 9) for dt in (np.float64, np.float32, np.int64)]
     expected = [f(x, y) for x, y in inputs]
-    errors = []
 
     def worker(seed):
-        try:
-            for i in range(10_000):
-                k = (i * 7 + seed) % len(inputs)
-                got = compiled(*inputs[k])
-                if got.dtype != expected[k].dtype or not np.array_equal(got, expected[k]):
-                    errors.append((k, got))
-                    return
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
+        for i in range(10_000):
+            k = (i * 7 + seed) % len(inputs)
+            got = compiled(*inputs[k])
+            assert got.dtype == expected[k].dtype and np.array_equal(got, expected[k]), (k, got)
 
-    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(worker, 8)
     assert not errors, errors[:3]
 
 

@@ -322,7 +322,7 @@ def _final_guards(guards: list[Guard], env: ShapeEnv) -> list[Guard]:
             dtype, shape, contiguous = guard.expected
             # A symbol that a fact pinned to one value is checked as that value; the others
             # as None (any size >= 2).
-            shape = tuple(d if not isinstance(d, Sym) else _pinned(d, env) for d in shape)
+            shape = tuple(d if not isinstance(d, Sym) else env.fixed_value(d) for d in shape)
             guard = Guard(guard.source, guard.kind, (dtype, shape, contiguous), guard.order)
         out.append(guard)
     order = len(guards)
@@ -330,13 +330,6 @@ def _final_guards(guards: list[Guard], env: ShapeEnv) -> list[Guard]:
         out.append(Guard(SizeFactSource(text), "SIZE_FACT", text, order))
         order += 1
     return out
-
-
-def _pinned(d: Sym, env: ShapeEnv) -> int | None:
-    value = env._resolve(d.poly)
-    if len(value) == 1 and value[0][0] == ():
-        return value[0][1]
-    return None
 
 
 def _not_traced(fn: Callable) -> Callable:

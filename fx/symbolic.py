@@ -237,8 +237,11 @@ class ShapeEnv:
 
     def specialized(self, k: int) -> int | None:
         """The value symbol `k` was found to equal (a fact pinned it), else None."""
-        p = self._resolve(_symbol(k))
-        return _as_const(p)
+        return _as_const(self._resolve(_symbol(k)))
+
+    def fixed_value(self, value: "Sym") -> int | None:
+        """The value a size is known to have from the facts so far (no new fact), else None."""
+        return _as_const(self._resolve(value.poly))
 
     # Reasoning --------------------------------------------------------------------------
 

@@ -137,22 +137,15 @@ def test_python_use_of_a_size_specialises_and_stays_correct():
                         make_args=lambda n: (np.ones(n),)) == 3
 
 
-def test_mark_dynamic_makes_the_first_compile_symbolic_and_mark_static_never():
+@pytest.mark.parametrize("mark, versions", [(dynamo.mark_dynamic, 1), (dynamo.mark_static, 3)])
+def test_mark_dynamic_makes_the_first_compile_symbolic_and_mark_static_never(mark, versions):
     counting = make_backend("eager")
     compiled = dynamo.compile(_broadcast_add, backend=counting)
     for n in (4, 5, 6):
         x = np.ones(n)
-        dynamo.mark_dynamic(x, 0)
+        mark(x, 0)
         _same(compiled(x, x), x + x)
-    assert counting.count == 1
-    dynamo.reset()
-    counting = make_backend("eager")
-    compiled = dynamo.compile(_broadcast_add, backend=counting)
-    for n in (4, 5, 6):
-        x = np.ones(n)
-        dynamo.mark_static(x, 0)
-        _same(compiled(x, x), x + x)
-    assert counting.count == 3
+    assert counting.count == versions  # (without marks: 2, automatic dynamic)
 
 
 def test_mark_dynamic_rejects_bad_input_clearly():

@@ -30,12 +30,13 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
 from . import instructions as ins
-from . import loops
+from . import loops, region_body
 from ._C import tail_call
 from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
+from .region_body import BodyPlan
 from .resume import mark_plain_loop, resume_code, super_receiver
 from .side_effects import SideEffects
 from .variables.base import NullVariable, VariableTracker
@@ -51,6 +52,9 @@ EFFECT_TEMP = "___saved_effect"
 #: Where a try/with statement's exit keeps the stack values it passes (deleted right after).
 EXIT_TEMP = "___exit_value"
 LOOP_RESULT = "___loop_result"
+#: what a try/with block's body function returned, and the stack values passed to it
+BODY_RESULT = "___body_result"
+BODY_STACK = "___body_stack"
 
 
 @dataclass
@@ -96,6 +100,8 @@ class BreakExit:
     #: set when the break is before a ``try``/``with`` statement that runs in plain Python in
     #: the transformed code (`bytecode_analysis.Region`)
     region: "Region | None" = None
+    #: the region's protected block as a body function, or None (the block runs in place)
+    region_body: "BodyPlan | None" = None
 
 
 FrameExit = ReturnExit | BreakExit
@@ -265,7 +271,7 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
             gen.extend(ins.delete_fast(f"{EFFECT_TEMP}{k}"))
         exit.side_effects.store(gen)
     if exit.region is not None:
-        _emit_region(gen, code, exit.region)
+        _emit_region(gen, code, exit.region, exit.region_body)
         return
     if driven:
         _emit_loop_driver(gen, code, exit.loop_plan)
@@ -351,10 +357,12 @@ def _load_closure(gen: Codegen, code: types.CodeType) -> None:
         gen.extend(ins.load_closure(FreeVar(name)))
 
 
-def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
+def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
+                 body: BodyPlan | None = None) -> None:
     """The original instructions of a ``try``/``with`` statement, with their exception table
     entries and source positions, then for each way out of it a tail call of the resume
-    function that continues there."""
+    function that continues there. With a `body` plan, the statement's protected block is a
+    call of its body function instead (`_emit_body_call`)."""
     info = code_info(code)
     members = set(region.members)
     labels = {i: Label() for i in region.members}
@@ -367,6 +375,15 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
     open_for = None
     previous = None
     for i in region.members:
+        if body is not None and i in body.members:
+            if i == body.entry:
+                if open_try is not None:
+                    gen.label_raw(TryEnd(open_try))
+                    open_try = open_for = None
+                gen.label(labels[i])
+                _emit_body_call(gen, code, body, info.handlers[i], label_of)
+            previous = None
+            continue
         handler = info.handlers[i]
         if open_try is not None and (handler is not open_for or previous != i - 1):
             gen.label_raw(TryEnd(open_try))
@@ -377,6 +394,8 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
             open_for = handler
             gen.label_raw(open_try)
         original = info.instructions[i]
+        if body is not None and i == body.handler:
+            _emit_mend_traceback(gen, original)
         copy = original.copy()
         if original.has_jump():
             copy.arg = label_of(info.target(i))
@@ -406,6 +425,80 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region) -> None:
         gen.extend(ins.call(_receiver_count(code) + depth + len(resume.live_locals)
                             + len(resume.cell_args) + 1)
                    + ins.return_value())
+
+
+def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: TryBegin,
+                    label_of) -> None:
+    """In place of a try/with block (its stack values on the stack): call its body function
+    inside the block's exception table entry (an exception from it meets the statement's own
+    handler), then continue where it says (`region_body` lists what it returns): the values it
+    left on the stack are pushed back, the locals it assigned are stored, and the flow goes on
+    at the instruction the block would have reached."""
+    for k in reversed(range(plan.stack_args)):
+        gen.extend(ins.store_fast(f"{BODY_STACK}{k}"))
+    protected = TryBegin(label_of(plan.handler), own.push_lasti)
+    gen.label_raw(protected)  # (after the stores: the handler's depth is the block's base)
+    gen.extend(ins.push_null())
+    for name in plan.closure_names:
+        gen.extend(ins.load_closure(FreeVar(name)))
+    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)))
+    for k in range(plan.stack_args):
+        gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
+    for k in range(plan.stack_args):
+        gen.extend(ins.delete_fast(f"{BODY_STACK}{k}"))
+    for name in plan.params:
+        gen.extend(ins.load_fast(name))
+    for name in plan.cell_args:
+        gen.extend(ins.load_closure(CellVar(name)))
+    nargs = plan.stack_args + len(plan.params) + len(plan.cell_args)
+    gen.extend(ins.call(nargs) + ins.store_fast(BODY_RESULT))
+    gen.label_raw(TryEnd(protected))
+
+    def item(*path: int) -> None:
+        gen.extend(ins.load_fast(BODY_RESULT))
+        for k in path:
+            gen.extend(ins.load_const(k) + ins.binary_subscr())
+
+    after_return = Label()
+    item(0)
+    gen.extend(ins.if_not_equal(region_body.RETURN, after_return))
+    item(1)
+    gen.extend(ins.delete_fast(BODY_RESULT) + ins.return_value())
+    gen.label(after_return)
+    for k, (target, above, names) in enumerate(plan.exits):
+        other = Label()
+        item(0)
+        gen.extend(ins.if_not_equal(region_body.EXIT + k, other))
+        for v in range(above):
+            item(1, v)
+        if names:
+            item(2)
+            gen.extend(ins.unpack_sequence(len(names)))
+            for name in names:
+                gen.extend(ins.store_fast(name))
+        gen.extend(ins.delete_fast(BODY_RESULT) + ins.jump_forward(label_of(target)))
+        gen.label(other)
+    gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
+
+
+def _emit_mend_traceback(gen: Codegen, at: Instr) -> None:
+    """At the start of a block's handler (the exception on top of the stack): drop the
+    traceback entry of the call of the body function, so the traceback starts at the body
+    function's frame, which has the function's name and the line that raised, as in plain
+    Python. (Kept when it is the only entry: an interrupt that landed in the call sequence.)"""
+    keep, done = Label(), Label()
+
+    def located(instrs: list[Instr]) -> None:
+        for instr in instrs:
+            instr.location = at.location
+        gen.extend_located(instrs)
+
+    located(ins.copy(1) + ins.load_attr("__traceback__") + ins.load_attr("tb_next")
+            + ins.copy(1) + [Instr("POP_JUMP_FORWARD_IF_NONE", keep)]
+            + ins.copy(2) + ins.store_attr("__traceback__") + ins.jump_forward(done))
+    gen.label(keep)
+    located(ins.pop_top())
+    gen.label(done)
 
 
 def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> None:

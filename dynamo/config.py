@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
-    "max_instructions", "max_trace_seconds",
+    "max_instructions", "max_trace_seconds", "capture_try_bodies",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
     "patch", "OPTIONS", "Option",
 ]
@@ -210,6 +210,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "Seconds a frame may be traced (with what is inlined into it); past it, or past "
            "max_instructions, a loop is not unrolled: it runs in Python, its body compiled as a "
            "function.", env="DYNAMO_MAX_TRACE_SECONDS", parse_env=_env_float),
+    Option("capture_try_bodies", True, _bool,
+           "True: the body of a try/with statement that ends a graph runs as a function of its "
+           "own, which is captured (graphs under np.errstate, in try bodies). False: the whole "
+           "statement runs in plain Python.", env="DYNAMO_CAPTURE_TRY_BODIES",
+           parse_env=_env_bool),
     Option("skip_dirs", _default_skip_dirs(), _dirs,
            "Code in these directories is never captured: npdynamo, fx, NumPy and the standard "
            "library by default."),
@@ -250,6 +255,7 @@ guard_self_check: bool
 suppress_errors: bool
 max_instructions: int
 max_trace_seconds: float
+capture_try_bodies: bool
 skip_modules: tuple[str, ...]
 skip_dirs: tuple[str, ...]
 include_dirs: tuple[str, ...]

@@ -84,8 +84,17 @@ def spec_for_function(tx: "InstructionTranslator", fn: types.FunctionType,
     for name, value in (fn.__kwdefaults__ or {}).items():
         src = GetItemSource(AttrSource(source, "__kwdefaults__"), name) if source else None
         spec.defaults[name] = _deferred(wrap, value, src, f"the default of {name}")
+    root = tx.root()
     for i, name in enumerate(code.co_freevars):
         cell = fn.__closure__[i]
+        own = root.own_cell(cell) if source is not None else None
+        if own is not None:
+            # One of the frame's own cells (a function made before a graph break closes over
+            # the resume function's cells): its current value is the frame's, which this trace
+            # may have changed (``scale = 4.0`` then ``f(x)``), not the cell's contents now.
+            cell_source = GetItemSource(AttrSource(source, "__closure__"), i)
+            spec.free[name] = _deferred(_own_cell, tx, cell_source, own)
+            continue
         src = AttrSource(GetItemSource(AttrSource(source, "__closure__"), i), "cell_contents") if source else None
         spec.free[name] = _deferred(_cell_contents, wrap, cell, src, name)
     if fn.__globals__ is not tx.root().frame.f_globals:
@@ -102,6 +111,16 @@ def _deferred(make, *args):
     def get():
         return make(*args)()
     return get
+
+
+def _own_cell(tx, cell_source: Source, own):
+    """Read a closure cell that is the frame's own cell variable, through the frame (guarded:
+    the function's cell is that very cell on later calls too)."""
+    from .guards import Guard
+
+    frame_source, read = own
+    tx.output.add_guard(Guard(cell_source, "SAME_OBJECT", frame_source))
+    return read
 
 
 def _cell_contents(wrap, cell, src, name):

@@ -180,6 +180,15 @@ def pop_top() -> list[Instr]:
     return [Instr("POP_TOP")]
 
 
+def return_tagged(tag: int, below: int, location) -> list[Instr]:
+    """Return ``(tag, top of the stack)``, dropping the `below` values under it; every
+    instruction at `location` (a body function's ``return`` inside its loop or block)."""
+    seq = load_const(tag) + swap(2) + build_tuple(2) + drop_below(below) + return_value()
+    for instr in seq:
+        instr.location = location
+    return seq
+
+
 def drop_below(n: int) -> list[Instr]:
     """Remove the `n` values under the top of the stack (none of them NULL)."""
     return (swap(2) + pop_top()) * n

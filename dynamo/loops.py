@@ -205,11 +205,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
                 # (RETURN, value) is built and returned right here, not by a jump to a shared
                 # epilogue: a loop nested in this one, planned later inside the body function,
                 # must see a return, not a jump out of it (which it would take for a `break`).
-                ret = ins.load_const(RETURN) + ins.swap(2) + ins.build_tuple(2)
-                ret += ins.drop_below(depth[i] - 1) + ins.return_value()
-                for instr in ret:
-                    instr.location = item.location
-                body += ret
+                body += ins.return_tagged(RETURN, depth[i] - 1, item.location)
                 continue
             if item.has_jump():
                 target = info.target(i)

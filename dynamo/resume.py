@@ -13,7 +13,7 @@ live locals. Out: a `ResumeCode` whose code object is a copy of the original wit
     PUSH_NULL / LOAD_FAST ___stack0 ...   rebuild the value stack (NULL slots are re-pushed)
     DELETE_FAST ___stack0 ...             so that locals() / f_locals show the user's names only
     JUMP_FORWARD <target>     continue where the original would have continued
-    ...the original instructions, unchanged...
+    ...the original instructions that can run from the target, unchanged...
 
 Its arguments are the stack values (``___stack0``, ... for the non-NULL slots) followed by the
 live locals, by name, then the original's cells. Locals that are dead at the target are not
@@ -225,6 +225,9 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     target_lineno = None
     index = 0
     in_prologue = any(isinstance(item, Instr) and item.name == "RESUME" for item in original)
+    # Only what can run from the target is copied: a frame with k graph breaks makes k resume
+    # functions, and copying the whole function into each made compiling it quadratic in k.
+    reachable = _reachable(code, target)
     for item in original:
         if isinstance(item, Instr):
             if index == target:
@@ -234,8 +237,11 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
             if in_prologue:  # the new prologue sets the frame up
                 in_prologue = item.name != "RESUME"
                 continue
+            if index - 1 not in reachable:
+                continue
             item = item.copy()
         body.append(item)
+    body = _without_empty_try_ranges(body)
     if target_lineno is None and any(line is not None for _, _, line in code.co_lines()):
         target_lineno = code.co_firstlineno  # (without a line table, the prologue has none)
 
@@ -262,6 +268,41 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
                                  cellvars=tuple(cellvars))
     return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names,
                       tuple(cellvars))
+
+
+def _reachable(code: types.CodeType, start: int) -> set[int]:
+    """Instruction indices reached from `start` (jumps, fall-through and exception edges)."""
+    from .bytecode_analysis import code_info
+
+    info = code_info(code)
+    seen = {start}
+    work = [start]
+    while work:
+        for j in info.successors(work.pop()):
+            if j not in seen:
+                seen.add(j)
+                work.append(j)
+    return seen
+
+
+def _without_empty_try_ranges(body: list) -> list:
+    """`body` without the TryBegin/TryEnd pairs that no longer protect an instruction."""
+    out: list = []
+    opened: int | None = None  # position of the open TryBegin in `out`
+    has_instr = False
+    for item in body:
+        if isinstance(item, TryBegin):
+            opened, has_instr = len(out), False
+        elif isinstance(item, TryEnd) and opened is not None:
+            if not has_instr:
+                del out[opened]
+                opened = None
+                continue
+            opened = None
+        elif isinstance(item, Instr):
+            has_instr = True
+        out.append(item)
+    return out
 
 
 def place_label(body: list, label: Label) -> None:

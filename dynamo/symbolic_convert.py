@@ -28,6 +28,7 @@ from .codegen import BreakExit, ReturnExit, argument_names, transform_code
 from .exc import Unsupported, UserCodeError
 from .guards import Guard, build_check_fn
 from .loops import plan_loop
+from .region_body import exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
 from .resume import STACK_PREFIX, passed_cells, plain_loop_reason
 from .side_effects import SideEffects
@@ -270,15 +271,28 @@ class InstructionTranslator:
         with the current stack and locals, or None."""
         if self.kw_names or any(isinstance(vt, NullVariable) for vt in self.stack):
             return None
-        # The locals the transformed code stores before the statement (see graph_break_exit).
+        return self.info.region(index, len(self.stack), self.region_bound(index))
+
+    def region_bound(self, index: int) -> frozenset[str]:
+        """The locals the transformed code has bound when a try/with statement starts (the
+        ones it stores before it, see graph_break_exit, and the untouched arguments)."""
         untouched = frozenset(name for name in self.argnames
                               if name not in self.locals and name not in self.deleted)
         bound = frozenset(name for name in (*self.locals, *self.argnames)
                           if name not in self.deleted)
         present = (self.info.live_locals(index) & bound) | self.kept_alive(untouched)
         cells = set(self.code.co_cellvars) | set(self.code.co_freevars)
-        return self.info.region(index, len(self.stack),
-                                frozenset(name for name in present if name not in cells))
+        return frozenset(name for name in present if name not in cells)
+
+    def never_swallows(self, index: int) -> bool:
+        """Is the statement at `index` a ``with`` whose context manager's ``__exit__`` never
+        returns true (never swallows an exception)? Known for ``np.errstate`` and
+        ``warnings.catch_warnings`` made in the frame, and for an object of a Python class
+        (its type is guarded) whose ``__exit__`` returns only None or False constants."""
+        if self.instructions[index].name != "BEFORE_WITH" or not self.stack:
+            return False
+        self.stack[-1] = realize(self.stack[-1])  # (what it is: guarded, as the answer needs)
+        return exit_never_swallows(self.stack[-1])
 
     def _has_operations(self) -> bool:
         return any(n.op in ("call_function", "call_method") for n in self.output.graph.nodes)
@@ -294,10 +308,14 @@ class InstructionTranslator:
             untouched = frozenset(name for name in self.argnames
                                   if name not in self.locals and name not in self.deleted)
             live = tuple(sorted(self.info.live_locals(index) | self.kept_alive(untouched)))
+            body = None
+            if config.capture_try_bodies:
+                body = plan_region_body(self.code, region, len(self.stack),
+                                        self.region_bound(index), self.never_swallows(index))
             return BreakExit(index=index, reason="", stack=list(self.stack),
                              consumed=len(self.stack), run=[], locals=dict(self.locals),
                              continuations=[(index, 0, live)], untouched_args=untouched,
-                             region=region)
+                             region=region, region_body=body)
         if kind in ("before", "loop"):
             run: list[Instr] = []
             consumed = 0
@@ -443,6 +461,17 @@ class InstructionTranslator:
             self.push(self.load_argument(var.name, is_cell=True))
             return
         self.push(self.load_free_variable(var.name))
+
+    def own_cell(self, cell: Any):
+        """If `cell` is one of this frame's cell variables that arrived as a cell (a resume or
+        body function's, see `resume.passed_cells`): (the source of the cell object, a reader
+        of the variable's current value in this trace); else None."""
+        for name in self.passed_cells:
+            if name not in self.locals and name in self.deleted:
+                continue
+            if self.frame.f_locals.get(name) is cell:
+                return LocalSource(name), lambda name=name: self.load_argument(name, is_cell=True)
+        return None
 
     def load_passed_cell(self, name: str) -> VariableTracker:
         """The contents of the cell a resume function received as its argument `name`."""
@@ -1179,6 +1208,12 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
             _plan_loop(tx, tx.break_exit, reason)
             if tx.break_exit.loop_plan is None and not tx._has_operations():
                 raise failure  # nothing to compile before the loop or in it: plain Python
+        if tx.break_exit.region_body is not None:
+            kind = tx.break_exit.region_body.kind
+            reason = reason.replace(
+                "a try/with statement runs in plain Python inside the compiled code",
+                f"a {kind} statement runs in plain Python inside the compiled code, its body "
+                "as a function of its own (compiled)")
         tx.break_exit.reason = reason
         return compile_subgraph(tx, tx.break_exit, started)
     cells = {name: tx.locals[name] for name in sorted(tx.cells_written) if name in tx.locals}

@@ -19,8 +19,9 @@ locals, views and arguments (``a += ...``, ``a[i] = ...``, ``np.add(a, b, out=a)
 and then, code that raises (``raise``, failing ``assert``, an out-of-bounds index, a wrong call),
 plus data-dependent conditional expressions inside expressions (values wait on the stack at the
 break), ``float()`` of array data, comprehensions, tuple unpacking, ``nonlocal`` rebinding from a
-closure and ``try``/``except``. Each program comes with a second set of arguments (same types and
-shapes, other values) to check the guards.
+closure, ``try``/``except`` and ``with`` statements (``np.errstate``, ``contextlib.suppress``).
+Each program comes with a second set of arguments (same types and shapes, other values) to check
+the guards.
 
 Invariants that keep most programs meaningful (instead of raising early): every array variable
 in scope has the shape of ``x``; names first bound inside a block are never read after it (no
@@ -55,7 +56,8 @@ KNOWN_BUGS: set[str] = {
 
 #: statement kind (see `_Gen.statement`) -> weight; 0 = a new variable comes first (shrinking)
 STATEMENT_WEIGHTS = {0: 3, 4: 2, 5: 1, 6: 3, 7: 4, 8: 2, 9: 2, 10: 1, 11: 3, 12: 2, 13: 1, 14: 1,
-                     15: 2, 16: 3, 17: 2, 18: 1, 19: 2, 20: 1, 21: 1, 22: 1, 23: 1, 24: 1}
+                     15: 2, 16: 3, 17: 2, 18: 1, 19: 2, 20: 1, 21: 1, 22: 1, 23: 1, 24: 1,
+                     25: 1}
 
 SHAPES = [(4,), (3,), (2, 3), (5,), (3, 2)]
 X_DTYPES = ["float64", "float32", "int64"]
@@ -280,7 +282,7 @@ class _Gen:
             13: not self.in_helper, 14: not self.in_helper,
             15: self.has_list and not self.in_helper, 16: bool(in_loop),
         22: True, 23: nest and "try_except_then_call" not in KNOWN_BUGS,
-        24: not self.in_helper,
+        24: not self.in_helper, 25: nest,
             17: nest and not in_loop, 19: bool(self.helpers),
         }
         kinds = [k for k in STATEMENT_WEIGHTS if allowed.get(k, True)]
@@ -420,6 +422,19 @@ class _Gen:
                 self.raising(scope.child(), indent + 1, in_loop)
             self.emit(indent, "except (IndexError, ValueError, AssertionError, TypeError) as exc:")
             self.emit(indent + 1, "print('caught', type(exc).__name__, exc)")
+        elif kind == 25:  # a with statement: its body runs as a function of its own
+            self.features.add("with")
+            form = self.int(0, 2)
+            if form == 0:  # never swallows: what the body assigns is read after it
+                mode = self.pick(["all='ignore'", "divide='ignore', invalid='ignore'",
+                                  "over='ignore'"])
+                self.emit(indent, f"with np.errstate({mode}):")
+                self.block(scope, indent + 1, depth + 1, in_loop)
+            else:  # swallows: the body's names may be unbound after it
+                self.emit(indent, "with contextlib.suppress(IndexError, ValueError):")
+                self.block(scope.child(), indent + 1, depth + 1, in_loop)
+                if form == 2:
+                    self.raising(scope.child(), indent + 1, in_loop)
         elif kind == 24:  # a closure rebinding a local of f through `nonlocal`
             self.features.add("nonlocal")
             name = self.fresh("bump")
@@ -552,6 +567,7 @@ def control_programs(draw: Callable, exact_float_only: bool = False) -> ControlP
     shape = draw(st.sampled_from(SHAPES))
     x_dtype = draw(st.sampled_from(X_DTYPES))
     gen = _Gen(draw, shape, x_dtype, exact_float_only)
+    gen.emit(0, "import contextlib")
     gen.emit(0, "import numpy as np")
     gen.emit(0, "import dynamo")
     gen.emit(0, "")

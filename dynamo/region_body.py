@@ -1,0 +1,346 @@
+"""The body of a ``try``/``with`` statement as a function of its own, so it is captured too.
+
+In: the original code object, a `bytecode_analysis.Region` (a ``try``/``with`` statement that
+runs in plain Python inside transformed code, see `codegen._emit_region`), the stack depth at its
+start, the locals bound there, and whether a ``with`` statement's context manager is known never
+to swallow an exception. Out: a `BodyPlan` whose *body function* holds the statement's protected
+block (the ``try`` body, or the ``with`` body), or None when the block does not fit this scheme
+(the statement then runs in plain Python as before).
+
+The statement itself still runs as written inside the transformed code: ``BEFORE_WITH`` and the
+``__exit__`` calls, the ``except`` clauses and ``finally`` code keep their real exception table.
+Only the protected block is replaced, by a call of the body function made *inside* the block's
+exception table entry, so an exception leaving the body function lands in the statement's own
+handler, exactly once, with the stack depth the table says. The body function is an ordinary
+function to the C hook: its frame is captured like any other (graphs, breaks, guards), so NumPy
+code under ``np.errstate``, in a ``try`` body or under a user's context manager is compiled.
+
+The body function is a copy of the original that starts at the block's first instruction (the
+stack values the block starts with are its first arguments; the values under the block, which
+it never touches, are stood in for by None) and returns at every way out of the block:
+
+    (0, value)                      a ``return`` inside the block
+    (1 + k, (stack...), (locals...)) a way out to exit k: the values the block leaves on the
+                                     stack above its own, and the locals it assigned that are
+                                     read there
+
+The frame-level cost of this scheme is one rule about exceptions: when the body function raises,
+the locals it assigned are lost (they live in its frame). So the plan is refused when code on the
+exception's way (the handler, or, for a ``with`` whose manager never swallows, the enclosing
+handler) may read a local the block assigns. The traceback of an exception from the body holds
+the body function's frame, which has the function's name, file and lines; the driver's own entry
+(the call) is taken off in the handler, so a traceback reads as it does in plain Python.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+
+from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
+
+from . import instructions as ins
+from .bytecode_analysis import Region, code_info
+from .resume import STACK_PREFIX, _CodeMap, continuation_code, super_receiver
+
+__all__ = ["BodyPlan", "plan_region_body", "RETURN", "EXIT"]
+
+RETURN, EXIT = 0, 1
+_TERMINAL = ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
+
+
+@dataclass(frozen=True)
+class BodyPlan:
+    body: types.CodeType
+    #: index of the block's first instruction (where the driver stands in for the block)
+    entry: int
+    #: every instruction index of the block (left out of the statement's copy)
+    members: frozenset[int]
+    #: stack values the block starts with, passed first (``___stack0``, ...)
+    stack_args: int
+    #: locals passed after them
+    params: tuple[str, ...]
+    #: per exit k: (instruction index it continues at, stack values it returns, locals it returns)
+    exits: tuple[tuple[int, int, tuple[str, ...]], ...]
+    #: the frame's free variables (the body function's closure); its cell variables' cells are
+    #: the last arguments
+    closure_names: tuple[str, ...]
+    cell_args: tuple[str, ...]
+    #: index of the first instruction of the block's handler (where the traceback is mended)
+    handler: int
+    #: ``try`` or ``with`` (for names and messages)
+    kind: str
+
+
+_plans = _CodeMap()  # (by identity: see resume._CodeMap)
+
+
+def plan_region_body(code: types.CodeType, region: Region, depth: int, bound: frozenset[str],
+                     never_swallows: bool) -> BodyPlan | None:
+    """The (cached) body plan of `region`, entered with `depth` stack values and the locals
+    `bound` bound, or None."""
+    key = (region.start, depth, bound, never_swallows)
+    per_code = _plans.setdefault(code, {})
+    if key not in per_code:
+        per_code[key] = _plan(code, region, depth, bound, never_swallows)
+    return per_code[key]
+
+
+def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str],
+          never_swallows: bool) -> BodyPlan | None:
+    if super_receiver(code) is not None:
+        return None  # (the body function's first arguments are stack values, not the receiver)
+    info = code_info(code)
+    start = region.start
+    first = info.instructions[start]
+    kind = "with" if first.name == "BEFORE_WITH" else "try"
+    entry = start + 1 if kind == "with" else start
+    depth += kind == "with"  # (BEFORE_WITH: the manager becomes __exit__ and __enter__'s value)
+    if entry >= len(info.instructions):
+        return None
+    own = info.handlers[entry]
+    if own is None:
+        return None
+    handler = info.labels[own.target]
+    if handler not in info.handler_depth:
+        return None
+    base = info.handler_depth[handler] - 1 - bool(own.push_lasti)
+    if not 0 <= base <= depth or (kind == "with" and depth - base != 1):
+        return None
+    members_set = set(region.members)
+
+    def inner(h: TryBegin | None, seen: frozenset = frozenset()) -> bool:
+        """Is `h` the block's own handler or one whose code lies inside the block?"""
+        if h is None or h in seen:
+            return False
+        if h is own:
+            return True
+        return inner(info.handlers[info.labels[h.target]], seen | {h})
+
+    # The block: what is reached from its entry without leaving the protection of its handler
+    # (nested try statements and their handlers included), with the stack depth of each.
+    depths: dict[int, int] = {entry: depth}
+    seen = {entry}
+    exits: dict[int, int] = {}
+    work = [entry]
+    while work:
+        i = work.pop()
+        inst = info.instructions[i]
+        edges: list[tuple[int, int]] = []
+        if inst.name not in _TERMINAL and not inst.is_uncond_jump():
+            edges.append((i + 1, depths[i] + inst.stack_effect(jump=False)))
+        if inst.has_jump():
+            edges.append((info.target(i), depths[i] + inst.stack_effect(jump=True)))
+        h = info.handlers[i]
+        if h is not None and h is not own:
+            target = info.labels[h.target]
+            if target not in info.handler_depth:
+                return None
+            edges.append((target, info.handler_depth[target]))
+        for j, d in edges:
+            if d < base or j >= len(info.instructions) or j <= start:
+                return None  # (below the block's stack, or a jump back: a loop around it)
+            if inner(info.handlers[j]):
+                if depths.setdefault(j, d) != d:
+                    return None
+                if j not in seen:
+                    seen.add(j)
+                    work.append(j)
+            elif exits.setdefault(j, d) != d:
+                return None
+    members = frozenset(depths)
+    if not members <= members_set or handler not in members_set or members & set(exits):
+        return None
+    # One way in: nothing else in the statement jumps into the block.
+    for i in members_set - members:
+        if any(j in members and j != entry for j in info.successors(i)):
+            return None
+
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    assigned = frozenset(info.instructions[i].arg for i in members
+                         if info.instructions[i].name in ("STORE_FAST", "DELETE_FAST"))
+    # What the block reads, and what it may assign (so that, returned, such a local holds its
+    # current value on every way out). A local unbound before the block stays unbound in the
+    # body function: reading it there raises the same UnboundLocalError.
+    params = tuple(sorted(((info.live_locals(entry) | assigned) - cells) & bound))
+    # Where an exception leaving the block goes: the block's handler, or (a with statement
+    # whose manager never swallows) straight on to whatever handles the statement.
+    if kind == "with" and never_swallows:
+        outer = info.handlers[start]
+        on_exception = info.live_locals(info.labels[outer.target]) if outer is not None \
+            else frozenset()
+    else:
+        on_exception = info.live_locals(handler)
+    if on_exception & assigned:
+        return None  # the handler would read a local the body function assigned
+
+    must = _must_bound(info, members, entry, frozenset(params))
+    exit_list: list[tuple[int, int, tuple[str, ...]]] = []
+    for j, d in sorted(exits.items()):
+        if j not in must or not (info.live_locals(j) & assigned) <= must[j]:
+            return None  # a local read after the block may be unbound on one way there
+        # (every local the block may have changed and that is bound there: what follows passes
+        # the bound locals on, read or not)
+        names = tuple(sorted(must[j] & assigned))
+        exit_list.append((j, d - base, names))
+    closure_names = tuple(code.co_freevars)
+    body = _body_code(code, kind, entry, members, depths, base, depth - base, params,
+                      {j: k for k, (j, _, _) in enumerate(exit_list)},
+                      {j: (above, names) for j, above, names in exit_list}, own, closure_names)
+    return BodyPlan(body, entry, members, depth - base, params, tuple(exit_list),
+                    closure_names, tuple(code.co_cellvars), handler, kind)
+
+
+def _must_bound(info, members: frozenset[int], entry: int,
+                params: frozenset[str]) -> dict[int, frozenset[str]]:
+    """For each instruction reached from the block (inside it or one step out): the locals
+    bound on every way there from the entry (where only `params` are bound)."""
+    must: dict[int, frozenset[str]] = {entry: params}
+    work = [entry]
+    while work:
+        i = work.pop()
+        inst = info.instructions[i]
+        before = must[i]
+        after = before
+        if inst.name == "STORE_FAST":
+            after = before | {inst.arg}
+        elif inst.name == "DELETE_FAST":
+            after = before - {inst.arg}
+        edges: list[tuple[int, frozenset[str]]] = []
+        if inst.name not in _TERMINAL and not inst.is_uncond_jump():
+            edges.append((i + 1, after))
+        if inst.has_jump():
+            edges.append((info.target(i), after))
+        h = info.handlers[i]
+        if h is not None:
+            edges.append((info.labels[h.target], before))
+        for j, names in edges:
+            old = must.get(j)
+            new = names if old is None else old & names
+            if new != old:
+                must[j] = new
+                if j in members:
+                    work.append(j)
+    return must
+
+
+def _body_code(code, kind, entry, members, depths, base, stack_args, params, exit_numbers,
+               exit_names, own, closure_names):
+    info = code_info(code)
+    cellvars = list(code.co_cellvars)
+    original = Bytecode.from_code(code)
+    labels = {i: Label() for i in members}
+    epilogues: dict[int, Label] = {}
+    body: list = []
+    open_try: TryBegin | None = None
+    open_for = None
+    previous = None
+    for i in sorted(members):
+        handler = info.handlers[i]
+        if handler is own:
+            handler = None  # (the statement's handler is the driver's, outside this function)
+        if open_try is not None and (handler is not open_for or previous != i - 1):
+            body.append(TryEnd(open_try))
+            open_try = open_for = None
+        body.append(labels[i])
+        if handler is not None and open_try is None:
+            open_try = TryBegin(labels[info.labels[handler.target]], handler.push_lasti)
+            open_for = handler
+            body.append(open_try)
+        item = info.instructions[i]
+        if item.name == "RETURN_VALUE":
+            # (RETURN, value), returned right here (see loops._body_code for why not shared)
+            body += ins.return_tagged(RETURN, depths[i] - 1, item.location)
+            previous = i
+            continue
+        copy = item.copy()
+        if item.has_jump():
+            target = info.target(i)
+            if target in members:
+                copy.arg = labels[target]
+            else:
+                copy = ins.forward_jump(item, epilogues.setdefault(target, Label()))[0]
+                copy.location = item.location
+        body.append(copy)
+        falls = item.name not in _TERMINAL and not item.is_uncond_jump()
+        if falls and i + 1 not in members:
+            if open_try is not None:
+                body.append(TryEnd(open_try))
+                open_try = open_for = None
+            body += ins.jump_forward(epilogues.setdefault(i + 1, Label()))
+        previous = i
+    if open_try is not None:
+        body.append(TryEnd(open_try))
+
+    line = info.instructions[entry].lineno
+    stack_names = [f"{STACK_PREFIX}{k}" for k in range(stack_args)]
+    # Cells as in a resume function: free variables arrive as the closure, each cell variable
+    # as an argument holding the frame's cell, made the variable's cell by the prologue (an
+    # empty one reads as UnboundLocalError, as in the original; see resume.passed_cells).
+    prologue = ins.copy_free_vars(len(closure_names))
+    for name in cellvars:
+        prologue += ins.load_fast(name) + ins.make_cell(CellVar(name)) + ins.store_fast(name)
+    prologue += ins.resume()
+    prologue += ins.load_const(None) * base  # stand in for the values under the block
+    for name in stack_names:
+        prologue += ins.load_fast(name)
+    for name in stack_names:
+        prologue += ins.delete_fast(name)
+    prologue += ins.jump_forward(labels[entry])
+    tail: list = []
+    for target, label in epilogues.items():
+        tail.append(label)
+        k = exit_numbers[target]
+        above, names = exit_names[target]
+        tail += ins.build_tuple(above) + ins.load_const(EXIT + k) + ins.swap(2)
+        for name in names:
+            tail += ins.load_fast(name)
+        tail += ins.build_tuple(len(names)) + ins.build_tuple(3)
+        tail += ins.drop_below(base) + ins.return_value()
+    for instr in prologue + [t for t in tail if isinstance(t, Instr)]:
+        instr.lineno = line
+    return continuation_code(code, original, prologue + body + tail,
+                             stack_names + list(params) + list(cellvars), closure_names,
+                             f"<{kind} body at line {line}>", cellvars=tuple(cellvars))
+
+
+
+def exit_never_swallows(vt) -> bool:
+    """Does the context manager tracked by `vt` never swallow an exception (its ``__exit__``
+    never returns true)? Only what is known for sure: ``np.errstate`` and
+    ``warnings.catch_warnings`` made in the frame (their type is certain), and an object of a
+    Python class read from a guarded source (`UserObjectVariable`: its type is guarded) whose
+    ``__exit__`` is a plain function returning only None or False constants."""
+    import warnings
+
+    import numpy as np
+
+    from .variables.callables import UserObjectVariable
+    from .variables.constant import ConstantVariable
+
+    if isinstance(vt, ConstantVariable):
+        return vt.source is None and type(vt.value) in (np.errstate, warnings.catch_warnings)
+    if isinstance(vt, UserObjectVariable):
+        exit_fn = getattr(type(vt.value), "__exit__", None)
+        return isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
+    return False
+
+
+def _returns_only_falsy(code: types.CodeType) -> bool:
+    import dis
+
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
+        return False
+    previous = None
+    for inst in dis.get_instructions(code):
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST") and inst.is_jump_target:
+            return False  # (the value may come from another way there)
+        if inst.opname == "RETURN_VALUE":
+            if previous is None or previous.opname != "LOAD_CONST" or \
+                    previous.argval not in (None, False):
+                return False
+        elif inst.opname == "RETURN_CONST" and inst.argval not in (None, False):
+            return False
+        if inst.opname not in ("EXTENDED_ARG", "CACHE"):
+            previous = inst
+    return True

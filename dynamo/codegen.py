@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
+from bytecode.instr import InstrLocation
 
 from . import instructions as ins
 from . import loops, region_body
@@ -39,6 +40,7 @@ from .output_graph import GraphResult
 from .region_body import BodyPlan
 from .resume import mark_plain_loop, resume_code, super_receiver
 from .side_effects import SideEffects
+from .tracebacks import merge_body_traceback, relocate_graph_error
 from .variables.base import NullVariable, VariableTracker
 from .variables.containers import DictVariable, ListVariable
 
@@ -125,6 +127,18 @@ class Codegen:
         for instr in instrs:
             self.append(instr)
 
+    def position_pads(self, code: types.CodeType) -> None:
+        """After the code (never run): one NOP per source position of `code`'s instructions.
+        A traceback entry of this frame rewritten to point at the statement that raised
+        (`relocate_graph_error`, `merge_body_traceback`) needs an instruction of this code with
+        that position: its line and columns are what a printed traceback shows, and a handler
+        that restores the frame's position from it gives the frame that line."""
+        seen = set()
+        for position in code.co_positions():
+            if position[0] is not None and position not in seen:
+                seen.add(position)
+                self.instructions += ins.nop(InstrLocation(*position))
+
     def extend_located(self, instrs: list[Instr]) -> None:
         """Append instructions that keep their own source positions (the user's instruction
         that runs at a break: a traceback through it shows the user's line and columns)."""
@@ -163,13 +177,25 @@ class Codegen:
 
     def call_graph(self) -> None:
         """Call the compiled graph; its outputs go to GRAPH_OUT (or stay on the stack when the
-        graph returns one bare value)."""
+        graph returns one bare value). An exception from the graph passes `graph_error_handler`,
+        which gives this frame's traceback entry the line of the statement that raised."""
+        self.graph_error = Label()
+        protected = TryBegin(self.graph_error, False)
+        self.label_raw(protected)
         self.extend(ins.push_null() + ins.load_const(self.result.compiled_fn))
         for source in self.result.input_sources:
             source.reconstruct(self)
         self.extend(ins.call(len(self.result.input_sources)))
+        self.label_raw(TryEnd(protected))
         if not self.result.single_output:
             self.extend(ins.store_fast(GRAPH_OUT))
+
+    def graph_error_handler(self) -> None:
+        """The handler of `call_graph`, after the code (the exception on the stack): relocate
+        its traceback entry (`relocate_graph_error`) and raise it on (RERAISE adds none)."""
+        self.label(self.graph_error)
+        self.extend(ins.push_null() + ins.load_const(relocate_graph_error) + ins.copy(3)
+                    + ins.call(1) + ins.pop_top() + ins.reraise())
 
     def reconstruct(self, vt: VariableTracker) -> None:
         """Push `vt`. A container or function made in the frame is built once: where it is
@@ -211,6 +237,9 @@ def transform_code(code: types.CodeType, result: GraphResult | None, exit: Frame
         gen.extend(ins.return_value())
     else:
         _emit_break(gen, code, exit)
+    if result is not None:
+        gen.graph_error_handler()
+    gen.position_pads(code)
     return _assemble(code, gen.instructions)
 
 
@@ -395,7 +424,7 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             gen.label_raw(open_try)
         original = info.instructions[i]
         if body is not None and i == body.handler:
-            _emit_mend_traceback(gen, original)
+            _emit_merge_traceback(gen, info.handlers[body.entry].push_lasti)
         copy = original.copy()
         if original.has_jump():
             copy.arg = label_of(info.target(i))
@@ -450,8 +479,8 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
         gen.extend(ins.load_fast(name))
     for name in plan.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    nargs = plan.stack_args + len(plan.params) + len(plan.cell_args)
-    gen.extend(ins.call(nargs) + ins.store_fast(BODY_RESULT))
+    gen.extend(ins.call(plan.stack_args + len(plan.params) + len(plan.cell_args))
+               + ins.store_fast(BODY_RESULT))
     gen.label_raw(TryEnd(protected))
 
     def item(*path: int) -> None:
@@ -481,23 +510,21 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
 
 
-def _emit_mend_traceback(gen: Codegen, at: Instr) -> None:
-    """At the start of a block's handler (the exception on top of the stack): drop the
-    traceback entry of the call of the body function, so the traceback starts at the body
-    function's frame, which has the function's name and the line that raised, as in plain
-    Python. (Kept when it is the only entry: an interrupt that landed in the call sequence.)"""
-    keep, done = Label(), Label()
-
-    def located(instrs: list[Instr]) -> None:
-        for instr in instrs:
-            instr.location = at.location
-        gen.extend_located(instrs)
-
-    located(ins.copy(1) + ins.load_attr("__traceback__") + ins.load_attr("tb_next")
-            + ins.copy(1) + [Instr("POP_JUMP_FORWARD_IF_NONE", keep)]
-            + ins.copy(2) + ins.store_attr("__traceback__") + ins.jump_forward(done))
-    gen.label(keep)
-    located(ins.pop_top())
+def _emit_merge_traceback(gen: Codegen, push_lasti: bool) -> None:
+    """At the start of a handler of the call of a body function (the exception on top of the
+    stack, under it the frame's position when the handler pushes it): `merge_body_traceback`,
+    whose answer replaces that position (a Python call is fine here: transformed code runs
+    only while no trace or profile function is set)."""
+    gen.extend(ins.push_null() + ins.load_const(merge_body_traceback) + ins.copy(3)
+               + ins.call(1))
+    if not push_lasti:
+        gen.extend(ins.pop_top())
+        return
+    replace, done = Label(), Label()                       # ..., lasti, exc, index
+    gen.extend(ins.copy(1) + ins.if_not_equal(-1, replace)
+               + ins.pop_top() + ins.jump_forward(done))   # -1: ..., lasti, exc
+    gen.label(replace)
+    gen.extend(ins.swap(3) + ins.pop_top())                # ..., index, exc
     gen.label(done)
 
 
@@ -515,12 +542,19 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     if plan.iterates:
         done = Label()
         gen.extend(ins.for_iter(done) + ins.store_fast(ITEM))
+    # An exception from the body passes a handler that drops the call's traceback entry and
+    # raises it on (RERAISE adds none): the traceback shows the body's frame, named like the
+    # function, at the line that raised, and not also the loop's line, as in plain Python.
+    mend = Label()
+    protected = TryBegin(mend, False)
+    gen.label_raw(protected)
     gen.extend(ins.push_null() + ins.load_fast(LOOP_BODY))
     if plan.iterates:
         gen.extend(ins.load_fast(ITEM))
     for name in plan.carried:
         gen.extend(ins.load_fast(name))
     gen.extend(ins.call(on_stack + len(plan.carried)) + ins.store_fast(LOOP_RESULT))
+    gen.label_raw(TryEnd(protected))
 
     def unpack(names: tuple[str, ...]) -> None:
         gen.extend(ins.load_fast(LOOP_RESULT) + ins.unpack_sequence(1 + len(names)) + ins.pop_top())
@@ -549,6 +583,9 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
         _call_resume(gen, code, target, names)
         gen.label(after)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
+    gen.label(mend)
+    _emit_merge_traceback(gen, False)
+    gen.extend(ins.reraise())
     if plan.iterates:
         gen.label(done)
         target, names = plan.done

@@ -180,6 +180,20 @@ def pop_top() -> list[Instr]:
     return [Instr("POP_TOP")]
 
 
+def nop(location: Any) -> list[Instr]:
+    return [Instr("NOP", location=location)]
+
+
+def if_none(target: Label) -> list[Instr]:
+    """Pop the top; jump forward to `target` if it is None."""
+    return [Instr("POP_JUMP_FORWARD_IF_NONE", target)]
+
+
+def reraise() -> list[Instr]:
+    """Raise the exception on top of the stack again, adding no traceback entry."""
+    return [Instr("RERAISE", 0)]
+
+
 def return_tagged(tag: int, below: int, location) -> list[Instr]:
     """Return ``(tag, top of the stack)``, dropping the `below` values under it; every
     instruction at `location` (a body function's ``return`` inside its loop or block)."""

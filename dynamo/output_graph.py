@@ -222,6 +222,9 @@ class OutputGraph:
         node = self.graph.create_node(op, target, node_args, node_kwargs)
         node.meta["val"] = val
         node.meta["stack"] = tx.user_location()
+        # (the source position of the frame's instruction being traced: inside an inlined
+        # call, the call's; a traceback from the graph shows it, codegen.relocate_graph_error)
+        node.meta["frame_position"] = tx.root().position()
         return self.wrap_result(node, val)
 
     def call_function(self, tx, target, args: list[VariableTracker], kwargs: dict[str, VariableTracker]):

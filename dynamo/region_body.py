@@ -27,9 +27,9 @@ it never touches, are stood in for by None) and returns at every way out of the 
 The frame-level cost of this scheme is one rule about exceptions: when the body function raises,
 the locals it assigned are lost (they live in its frame). So the plan is refused when code on the
 exception's way (the handler, or, for a ``with`` whose manager never swallows, the enclosing
-handler) may read a local the block assigns. The traceback of an exception from the body holds
-the body function's frame, which has the function's name, file and lines; the driver's own entry
-(the call) is taken off in the handler, so a traceback reads as it does in plain Python.
+handler) may read a local the block assigns. The handler merges the traceback entries of the call
+and of the body function's frame into one (`tracebacks.merge_body_traceback`): the frame's own, at
+the line that raised, so a traceback reads as it does in plain Python.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class BodyPlan:
     #: the last arguments
     closure_names: tuple[str, ...]
     cell_args: tuple[str, ...]
-    #: index of the first instruction of the block's handler (where the traceback is mended)
+    #: index of the first instruction of the block's handler (where the traceback is merged)
     handler: int
     #: ``try`` or ``with`` (for names and messages)
     kind: str
@@ -110,12 +110,13 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
     members_set = set(region.members)
 
     def inner(h: TryBegin | None, seen: frozenset = frozenset()) -> bool:
-        """Is `h` the block's own handler or one whose code lies inside the block?"""
-        if h is None or h in seen:
+        """Is `h` the block's own handler or one whose code lies inside the block? (Compared
+        by target: each range of the exception table is a TryBegin of its own.)"""
+        if h is None or h.target in seen:
             return False
-        if h is own:
+        if h.target is own.target:
             return True
-        return inner(info.handlers[info.labels[h.target]], seen | {h})
+        return inner(info.handlers[info.labels[h.target]], seen | {h.target})
 
     # The block: what is reached from its entry without leaving the protection of its handler
     # (nested try statements and their handlers included), with the stack depth of each.
@@ -132,7 +133,7 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
         if inst.has_jump():
             edges.append((info.target(i), depths[i] + inst.stack_effect(jump=True)))
         h = info.handlers[i]
-        if h is not None and h is not own:
+        if h is not None and h.target is not own.target:
             target = info.labels[h.target]
             if target not in info.handler_depth:
                 return None
@@ -237,7 +238,7 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
     previous = None
     for i in sorted(members):
         handler = info.handlers[i]
-        if handler is own:
+        if handler is not None and handler.target is own.target:
             handler = None  # (the statement's handler is the driver's, outside this function)
         if open_try is not None and (handler is not open_for or previous != i - 1):
             body.append(TryEnd(open_try))
@@ -321,7 +322,9 @@ def exit_never_swallows(vt) -> bool:
     if isinstance(vt, ConstantVariable):
         return vt.source is None and type(vt.value) in (np.errstate, warnings.catch_warnings)
     if isinstance(vt, UserObjectVariable):
-        exit_fn = getattr(type(vt.value), "__exit__", None)
+        # Looked up in the class dicts, never through a descriptor's __get__ (that runs code).
+        exit_fn = next((vars(klass)["__exit__"] for klass in type(vt.value).__mro__
+                        if "__exit__" in vars(klass)), None)
         return isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
     return False
 

@@ -194,6 +194,13 @@ class InstructionTranslator:
     def inline_depth(self) -> int:
         return 0
 
+    def position(self) -> tuple | None:
+        """(line, end line, column, end column) of the instruction being run, or None."""
+        loc = self.instructions[self.index].location if self.index is not None else None
+        if loc is None or loc.lineno is None:
+            return None
+        return (loc.lineno, loc.end_lineno, loc.col_offset, loc.end_col_offset)
+
     def user_location(self, include_line: bool = True) -> str:
         where = f"{self.code.co_filename}:{self.lineno}"
         if include_line:

@@ -143,6 +143,8 @@ class PythonCode:
     src: str
     globals: dict[str, Any]
     attr_globals: dict[str, str] = field(default_factory=dict)
+    #: line number in ``src`` -> the node whose statement it is (what raised, for a traceback)
+    line_nodes: dict[int, Node] = field(default_factory=dict)
 
 
 _BINARY = {
@@ -188,6 +190,7 @@ class _Writer:
         self.globals: dict[str, Any] = {"numpy": np, "operator": operator}
         self.by_id: dict[int, str] = {}
         self.attr_globals: dict[str, str] = {}
+        self.line_nodes: dict[int, Node] = {}
         self.inline = _inlined_nodes(graph)
 
     # -- values ----------------------------------------------------------------------------------
@@ -278,9 +281,9 @@ class _Writer:
         if not (isinstance(v, Node) and v in self.inline):
             return self.operand(v)
         child, mine = self.precedence(v), _PRECEDENCE[parent]
-        text = self.expression(v)
-        if child == _ATOM:
+        if child == _ATOM:  # (rendered once: rendering it here too doubled the work per level)
             return self.operand(v)
+        text = self.expression(v)
         right_assoc = parent == "**"
         needs = child < mine or (child == mine and (
             mine == 8 or (side == "right") != right_assoc))
@@ -390,7 +393,9 @@ class _Writer:
             if comment and comment != previous_comment and lines:
                 body.append(f"    #{comment[3:]}")
             previous_comment = comment or previous_comment
-            body += [f"    {line}" for line in lines]
+            for line in lines:
+                body.append(f"    {line}")
+                self.line_nodes[len(body) + 1] = node  # (line 1 is the ``def``)
         if not any(line.lstrip().startswith("return ") for line in body):
             body.append("    return None")
         return f"def {fn_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
@@ -490,4 +495,4 @@ def generate(graph: Graph, fn_name: str = "forward") -> PythonCode:
     """Source of ``def fn_name(<placeholders>)`` for ``graph`` plus the globals it needs."""
     writer = _Writer(graph)
     src = writer.source(fn_name)
-    return PythonCode(src, writer.globals, writer.attr_globals)
+    return PythonCode(src, writer.globals, writer.attr_globals, writer.line_nodes)

@@ -23,7 +23,7 @@ from typing import Any
 
 from .graph import Graph
 
-__all__ = ["GraphModule", "GraphModuleError"]
+__all__ = ["GraphModule", "GraphModuleError", "module_for"]
 
 _counter = itertools.count()
 
@@ -37,6 +37,15 @@ def _register_source(filename: str, src: str, fn: Callable[..., Any]) -> None:
     # the function that owns it dies.
     linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
     weakref.finalize(fn, linecache.cache.pop, filename, None)
+
+
+#: generated file name -> its GraphModule while it lives (for tracebacks through ``forward``)
+_modules: "weakref.WeakValueDictionary[str, GraphModule]" = weakref.WeakValueDictionary()
+
+
+def module_for(filename: str) -> "GraphModule | None":
+    """The living GraphModule whose ``forward`` has this file name (``<fx-graph ...>``)."""
+    return _modules.get(filename)
 
 
 class GraphModule:
@@ -73,7 +82,10 @@ class GraphModule:
         # collector); ``forward`` never refers to itself by name.
         self.forward = fn_globals.pop("forward")
         self.code, self.globals = code.src, fn_globals
+        #: line of ``code`` -> the node whose statement it is (`module_for` finds the module)
+        self.line_nodes = code.line_nodes
         _register_source(self.filename, code.src, self.forward)
+        _modules[self.filename] = self
         return self.code
 
     def __call__(self, *args: Any) -> Any:

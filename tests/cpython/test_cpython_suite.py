@@ -139,6 +139,11 @@ UNEXPLAINED = Known(
     "OPEN, not reduced yet: a boolean expression in a resume function came out False where "
     "plain Python has True (test_gc test_garbage_at_shutdown, `(a in s) or (b in s)` after "
     "several graph breaks).")
+GC_TIMING = Known(
+    "OPEN, timing (GC generations): the test needs a gen-0 collection to happen only in its "
+    "final loop; a compile in the middle of the function (graph breaks) allocates enough to run "
+    "one earlier, which moves a live object to an older generation. Passes or fails with the "
+    "compiler's allocation count.", flaky=True)
 SIGINT = Known(
     "OPEN, flaky (C hook / Ctrl-C safety): _testcapi.raise_SIGINT_then_send_None: the "
     "KeyboardInterrupt was once lost under capture (the generator saw no exception); "
@@ -170,6 +175,7 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
             "GCTests.test_resurrection_does_not_block_cleanup_of_other_objects",
             "GCTests.test_saveall"),
     **_ids("test_gc", UNEXPLAINED, "GCTests.test_garbage_at_shutdown"),
+    **_ids("test_gc", GC_TIMING, "GCTogglingTests.test_bug1055820c"),
     **_ids("test_generators", ITERATORS, "GeneratorTest.test_name"),
     **_ids("test_dis", FRAME_CODE, "BytecodeTests.test_from_traceback_dis",
             *(f"{case}.{name}" for case in ("TestDisTraceback", "TestDisTracebackWithFile")

@@ -1164,3 +1164,27 @@ def test_code_registries_keep_a_code_when_an_equal_one_dies():
     gc.collect()
     assert in_loop_body(second) and plain_loop_reason(second) == "why"
     assert not in_loop_body(make())  # (an equal code never marked is not taken for one)
+
+
+def raises_in_a_loop_body(x, log):
+    acc = x * 0.0
+    for i in range(4):
+        acc = acc + np.sin(x) * i
+        log.append(i)  # (a list method call on an outside list: the loop runs in Python)
+        print("step", i)
+        if i == 2:
+            acc = acc[10]  # IndexError from the body function
+    return acc
+
+
+def test_an_exception_from_a_loop_body_has_the_plain_traceback(capsys):
+    def entries(fn):
+        with pytest.raises(IndexError) as info:
+            fn(np.ones(3), [])
+        return [(f.name, f.lineno, f.line) for f in traceback.extract_tb(info.value.__traceback__)][1:]
+
+    plain = entries(raises_in_a_loop_body)
+    compiled = entries(dynamo.compile(raises_in_a_loop_body))
+    # one entry for the function at the line that raised: the loop driver's own entry (the
+    # call of the body function at the `for` line) is dropped, as plain Python has none
+    assert compiled == plain

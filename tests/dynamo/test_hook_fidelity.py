@@ -899,3 +899,40 @@ def test_constant_folding_uses_no_process_wide_warning_state():
     remaining = {n for n in g.nodes}
     assert [k for k, n in nodes.items() if n in remaining] == ["log0", "overflow", "mean",
                                                                 "pyfunc"]
+
+
+def _inverse(a):
+    return np.linalg.inv(a)
+
+
+def inverts_after_ops(x):
+    y = x * 2.0
+    z = y + 1.0
+    w = _inverse(z - 1.0) * 3.0
+    return w + z
+
+
+def divides_under_raise(x):
+    y = x - 1.0
+    with np.errstate(divide="raise"):
+        z = 1.0 / y
+    return z
+
+
+@pytest.mark.parametrize("fn, make", [
+    (inverts_after_ops, lambda: np.ones((2, 2))),  # LinAlgError from numpy.linalg.inv
+    (divides_under_raise, lambda: np.array([1.0, 2.0])),  # FloatingPointError
+], ids=["linalg_error", "errstate_raise"])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("c", marks=pytest.mark.xfail(
+    strict=False, reason="the C backend's program does not register its line map yet"))])
+def test_an_exception_inside_a_graph_shows_the_line_that_raised(fn, make, backend):
+    # The frame's traceback entry had the line where tracing ended (the return), not the
+    # statement whose NumPy call raised inside the graph.
+    def entries(f):
+        with pytest.raises(Exception) as info:
+            f(make())
+        return [(e.name, e.line) for e in traceback.extract_tb(info.value.__traceback__)
+                if e.name == fn.__name__]
+
+    expected = entries(fn)
+    assert entries(dynamo.compile(fn, backend=backend)) == expected

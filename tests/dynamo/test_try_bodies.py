@@ -62,14 +62,14 @@ def test_an_error_state_that_raises_raises_from_the_users_line(check):
     compiled = dynamo.compile(errstate_raises)
     with pytest.raises(FloatingPointError) as info:
         compiled(np.array([0.0, 2.0]))
-    # One entry for the function, as in plain Python: the body function's frame (named like
-    # the function) stands for it and the driver's own entry (the call) is taken off. (Its line
-    # is where the graph is called, not the NumPy call that raised inside the graph.)
-    frames = [f.name for f in traceback.extract_tb(info.value.__traceback__)][1:]
+    # One entry for the function at the line that raised, as in plain Python: the entries of
+    # the call of the body function and of the body's frame are merged, and the graph's call
+    # takes the line of the statement that raised inside the graph.
+    frames = [(f.name, f.line) for f in traceback.extract_tb(info.value.__traceback__)][1:]
     with pytest.raises(FloatingPointError) as plain:
         errstate_raises(np.array([0.0, 2.0]))
-    assert frames == [f.name for f in traceback.extract_tb(plain.value.__traceback__)][1:]
-    assert frames == ["errstate_raises"]
+    assert frames == [(f.name, f.line) for f in traceback.extract_tb(plain.value.__traceback__)][1:]
+    assert [name for name, _ in frames] == ["errstate_raises"]
 
 
 def inverse_or_pinv(a, log):
@@ -289,3 +289,50 @@ def test_a_closure_made_before_a_break_sees_the_cell_written_after_it(check):
     # (the inlined closure read the cell's contents at trace time instead of the value the
     # resume function had just stored: found with the body functions, which pass cells too)
     check(cell_written_after_a_break, np.array([1.0, 2.0]), graphs=None)
+
+
+def test_deciding_whether_exit_swallows_runs_no_descriptor(check):
+    # (found by CPython's test_descr: the lookup of __exit__ ran a descriptor's __get__ while
+    # tracing, so its side effect happened twice)
+    record = []
+
+    class Exit:
+        def __get__(self, obj, owner):
+            record.append(1)
+            return lambda *exc: None
+
+    class Manager:
+        __exit__ = Exit()
+
+        def __enter__(self):
+            return self
+
+    def use(x, m):
+        with m:
+            y = np.sin(x)
+        return y
+
+    m = Manager()
+    dynamo.compile(use)(np.ones(2), m)
+    assert record == [1]
+
+
+def raise_exc(exc):
+    raise exc
+
+
+def exit_stack_in_try(x):
+    try:
+        with contextlib.ExitStack() as stack:
+            stack.callback(raise_exc, ValueError)
+            y = np.cos(x)
+            1 / 0
+    except ValueError as e:
+        return y.sum() if False else [(f.name, f.line) for f in traceback.extract_tb(e.__traceback__)]
+
+
+def test_a_with_statement_nested_in_a_try_body_keeps_the_traceback():
+    # (the block of the try statement stopped at the with body: exception-table ranges of one
+    # handler are several TryBegin objects, compared by identity instead of by target)
+    x = np.ones(2)
+    assert dynamo.compile(exit_stack_in_try)(x) == exit_stack_in_try(x)

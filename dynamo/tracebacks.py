@@ -1,0 +1,104 @@
+"""What transformed code calls when an exception passes one of its calls: the traceback is
+made to read as it does in plain Python.
+
+In: an exception caught by a handler of the transformed code around the call of a compiled
+graph (`codegen.Codegen.call_graph`) or of a body function (of a loop or of a try/with block,
+`codegen._emit_body_call`, `codegen._emit_loop_driver`), whose first traceback entry is the
+frame's own, at the call. Out: that entry replaced by one of the same frame at the source
+position of the user's statement that raised, and (body functions) the body's entry merged into
+it. The position must be the position of some instruction of the frame's code, since a
+printed traceback reads line and columns from the code at the entry's instruction: transformed
+code carries one never-run NOP per source position of the code it replaces
+(`codegen.Codegen.position_pads`). These run only while no trace or profile function is set
+(frames run their original code then), so calling Python here is invisible to tracers.
+"""
+
+from __future__ import annotations
+
+import types
+
+from fx.graph_module import module_for as fx_module_for
+
+from .resume import _CodeMap
+
+__all__ = ["relocate_graph_error", "merge_body_traceback"]
+
+
+def relocate_graph_error(exc: BaseException) -> None:
+    """Called by transformed code when its graph raised: the frame's traceback entry (at the
+    graph's call) is moved to the position of the user's statement that raised, read from the
+    node of the deepest generated graph frame in the traceback (``node.meta["frame_position"]``:
+    inside an inlined call, the call's position). Left as it is when none is known. The
+    generated frames themselves leave the traceback when the exception leaves the frame (the
+    C hook)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return
+    position = None
+    t = tb.tb_next
+    while t is not None:
+        filename = t.tb_frame.f_code.co_filename
+        if filename.startswith("<fx-graph"):
+            gm = fx_module_for(filename)
+            node = gm.line_nodes.get(t.tb_lineno) if gm is not None else None
+            if node is not None and node.meta.get("frame_position") is not None:
+                position = node.meta["frame_position"]
+        t = t.tb_next
+    if position is not None:
+        _move_entry(exc, tb, tb.tb_next, position)
+
+
+def merge_body_traceback(exc: BaseException) -> int:
+    """The exception came out of a body function (of a loop, or of a try/with block) called by
+    this frame: its traceback ``[this frame at the call, the body's frame at P, rest...]``
+    becomes ``[this frame at P, rest...]``, one entry for the function at the position that
+    raised, as plain Python has (the frame is this one, which goes on to run the handler, so
+    its ``f_lineno`` and ``f_locals`` are the function's). The body's finished frame is
+    cleared (a callee's ``f_back`` still reaches it, but clearing the traceback's frames must
+    free what it held). Returns the instruction index of P in this code (a handler that
+    pushed the frame's position gets it, so the frame ends at P, as in plain Python), or -1
+    (nothing changed: a single entry, an interrupt that landed in the call sequence)."""
+    tb = exc.__traceback__
+    body = tb.tb_next if tb is not None else None
+    if body is None:
+        return -1
+    code = body.tb_frame.f_code
+    position = _position_at(code, body.tb_lasti // 2)
+    try:
+        body.tb_frame.clear()
+    except RuntimeError:  # (still running: left as it is)
+        pass
+    return _move_entry(exc, tb, body.tb_next, position)
+
+
+def _move_entry(exc: BaseException, tb, rest, position) -> int:
+    """Replace `exc`'s first traceback entry `tb` by one of the same frame at `position`
+    followed by `rest`; the instruction index used, or -1 when no instruction of the frame's
+    code has that position (the entry keeps its place, only `rest` changes)."""
+    index = _pad_index(tb.tb_frame.f_code, position) if position is not None else None
+    if index is None:
+        exc.__traceback__ = types.TracebackType(rest, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+        return -1
+    exc.__traceback__ = types.TracebackType(rest, tb.tb_frame, 2 * index, position[0])
+    return index
+
+
+def _position_at(code: types.CodeType, index: int):
+    for i, position in enumerate(code.co_positions()):
+        if i == index:
+            return position if position[0] is not None else None
+    return None
+
+
+_pads = _CodeMap()
+
+
+def _pad_index(code: types.CodeType, position) -> int | None:
+    """The first instruction index of `code` at this source position (see position_pads)."""
+    found = _pads.get(code)
+    if found is None:
+        found = {}
+        for i, pos in enumerate(code.co_positions()):
+            found.setdefault(pos, i)
+        _pads[code] = found
+    return found.get(tuple(position))

@@ -118,6 +118,8 @@ class Codegen:
         self.instructions: list[Instr | Label] = []
         self.output_index = {node: i for i, node in enumerate(result.graph_outputs)} if result else {}
         self.built: dict[int, tuple[str, VariableTracker]] = {}
+        #: source positions to pad the code with (`emit_pads`)
+        self.pads: set[tuple] = set()
 
     def append(self, instr: Instr) -> None:
         instr.lineno = self.lineno
@@ -127,17 +129,18 @@ class Codegen:
         for instr in instrs:
             self.append(instr)
 
-    def position_pads(self, code: types.CodeType) -> None:
-        """After the code (never run): one NOP per source position of `code`'s instructions.
-        A traceback entry of this frame rewritten to point at the statement that raised
-        (`relocate_graph_error`, `merge_body_traceback`) needs an instruction of this code with
-        that position: its line and columns are what a printed traceback shows, and a handler
-        that restores the frame's position from it gives the frame that line."""
-        seen = set()
-        for position in code.co_positions():
-            if position[0] is not None and position not in seen:
-                seen.add(position)
-                self.instructions += ins.nop(InstrLocation(*position))
+    def pad_positions(self, positions) -> None:
+        """Source positions a traceback entry of this frame may be moved to (see `pads`)."""
+        self.pads.update(p for p in positions if p is not None and p[0] is not None)
+
+    def emit_pads(self) -> None:
+        """After the code (never run): one NOP per position collected by `pad_positions`. A
+        traceback entry of this frame moved to the statement that raised (`tracebacks`) needs
+        an instruction of this code with that position: its line and columns are what a printed
+        traceback shows, and a handler that restores the frame's position from it gives the
+        frame that line."""
+        for position in sorted(self.pads, key=lambda p: tuple(-1 if v is None else v for v in p)):
+            self.instructions += ins.nop(InstrLocation(*position))
 
     def extend_located(self, instrs: list[Instr]) -> None:
         """Append instructions that keep their own source positions (the user's instruction
@@ -180,6 +183,8 @@ class Codegen:
         graph returns one bare value). An exception from the graph passes `graph_error_handler`,
         which gives this frame's traceback entry the line of the statement that raised."""
         self.graph_error = Label()
+        self.pad_positions(node.meta.get("frame_position")
+                           for node in self.result.graph_module.graph.nodes)
         protected = TryBegin(self.graph_error, False)
         self.label_raw(protected)
         self.extend(ins.push_null() + ins.load_const(self.result.compiled_fn))
@@ -239,7 +244,7 @@ def transform_code(code: types.CodeType, result: GraphResult | None, exit: Frame
         _emit_break(gen, code, exit)
     if result is not None:
         gen.graph_error_handler()
-    gen.position_pads(code)
+    gen.emit_pads()
     return _assemble(code, gen.instructions)
 
 
@@ -465,6 +470,7 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     at the instruction the block would have reached."""
     for k in reversed(range(plan.stack_args)):
         gen.extend(ins.store_fast(f"{BODY_STACK}{k}"))
+    gen.pad_positions(plan.body.co_positions())
     protected = TryBegin(label_of(plan.handler), own.push_lasti)
     gen.label_raw(protected)  # (after the stores: the handler's depth is the block's base)
     gen.extend(ins.push_null())
@@ -546,6 +552,7 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     # raises it on (RERAISE adds none): the traceback shows the body's frame, named like the
     # function, at the line that raised, and not also the loop's line, as in plain Python.
     mend = Label()
+    gen.pad_positions(plan.body.co_positions())
     protected = TryBegin(mend, False)
     gen.label_raw(protected)
     gen.extend(ins.push_null() + ins.load_fast(LOOP_BODY))

@@ -650,11 +650,22 @@ class InstructionTranslator:
         value = item.as_python_constant()
         if isinstance(container, DictVariable):
             found = run_user_op(operator.contains, container.items, value)
+        elif container.is_python_constant():
+            # (the container's own ``in``: a substring for str and bytes, hashing for sets)
+            found = run_user_op(operator.contains, container.as_python_constant(), value)
         else:
-            found = any(v.is_python_constant()
-                        and run_user_op(operator.eq, v.as_python_constant(), value)
-                        for v in container.unpack(self))
-        self.push(ConstantVariable(found != bool(inst.arg)))
+            # A list or tuple tracker: Python compares each item by identity, then ``==``, and
+            # stops at the first match; an item that is not a constant could match at run time.
+            found = False
+            for v in container.unpack(self):
+                if not v.is_python_constant():
+                    raise Unsupported(f"'in' over {container.describe()} holding "
+                                      f"{v.describe()}")
+                known = v.as_python_constant()
+                if known is value or run_user_op(operator.eq, known, value):
+                    found = True
+                    break
+        self.push(ConstantVariable(bool(found) != bool(inst.arg)))
 
     def BINARY_SUBSCR(self, inst: Instr) -> None:
         key = self.pop()

@@ -8,8 +8,8 @@ frame's own, at the call. Out: that entry replaced by one of the same frame at t
 position of the user's statement that raised, and (body functions) the body's entry merged into
 it. The position must be the position of some instruction of the frame's code, since a
 printed traceback reads line and columns from the code at the entry's instruction: transformed
-code carries one never-run NOP per source position of the code it replaces
-(`codegen.Codegen.position_pads`). These run only while no trace or profile function is set
+code carries one never-run NOP per source position it may need
+(`codegen.Codegen.emit_pads`). These run only while no trace or profile function is set
 (frames run their original code then), so calling Python here is invisible to tracers.
 """
 
@@ -94,7 +94,7 @@ _pads = _CodeMap()
 
 
 def _pad_index(code: types.CodeType, position) -> int | None:
-    """The first instruction index of `code` at this source position (see position_pads)."""
+    """The first instruction index of `code` at this source position (see `codegen.Codegen.emit_pads`)."""
     found = _pads.get(code)
     if found is None:
         found = {}

@@ -135,10 +135,6 @@ SETTRACE_IN_CALLEE = Known(
 ITERATORS = Known(
     "OPEN (translator): enumerate()/reversed()/generators made in a captured frame escape as "
     "a list or tuple_iterator. Repro: test_escaping_iterators_keep_their_type.")
-UNEXPLAINED = Known(
-    "OPEN, not reduced yet: a boolean expression in a resume function came out False where "
-    "plain Python has True (test_gc test_garbage_at_shutdown, `(a in s) or (b in s)` after "
-    "several graph breaks).")
 GC_TIMING = Known(
     "OPEN, timing (GC generations): the test needs a gen-0 collection to happen only in its "
     "final loop; a compile in the middle of the function (graph breaks) allocates enough to run "
@@ -174,7 +170,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
             "GCTests.test_get_objects_arguments",
             "GCTests.test_resurrection_does_not_block_cleanup_of_other_objects",
             "GCTests.test_saveall"),
-    **_ids("test_gc", UNEXPLAINED, "GCTests.test_garbage_at_shutdown"),
     **_ids("test_gc", GC_TIMING, "GCTogglingTests.test_bug1055820c"),
     **_ids("test_generators", ITERATORS, "GeneratorTest.test_name"),
     **_ids("test_dis", FRAME_CODE, "BytecodeTests.test_from_traceback_dis",

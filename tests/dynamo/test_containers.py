@@ -100,3 +100,33 @@ def test_a_very_long_list_is_not_traced_item_by_item():
     guards = "".join(check_fn.source for check_fn, _ in _C.get_cache_entries(
         _len_of_big_list.__code__))
     assert f"[{MAX_TRACED_ITEMS}]" not in guards
+
+
+def membership(x, text, blob, items):
+    nan = float("nan")
+    found = (
+        "ab" in text,            # substring, not an item of the string
+        b"[X]" in blob,          # same for bytes (was False: CPython's test_gc found it)
+        "zz" not in text,
+        nan in [1.0, nan],       # identity before ==
+        nan in (nan,),
+        2 in items,
+        (1, 2) in {(1, 2), (3, 4)},
+        3 in range(1, 5),
+    )
+    return x * 2.0, found
+
+
+def test_in_follows_the_containers_own_rules(check):
+    check(membership, np.ones(2), "xaby", b"line 1 [X]", [1, 2, 3])
+
+
+def membership_of_an_array_item(x, y):
+    items = [x.sum(), 3.0]
+    return 2.0 in items, y + 1.0
+
+
+def test_in_over_a_list_holding_a_traced_value_is_decided_at_run_time(check):
+    # (an item that is not a constant may equal the value: not decided while tracing)
+    check(membership_of_an_array_item, np.array([1.0, 1.0]), np.ones(2), graphs=None)
+    check(membership_of_an_array_item, np.array([0.5, 0.5]), np.ones(2), graphs=None)

@@ -10,6 +10,7 @@ on). Contract: docs/internals.md section 1.
 
 from __future__ import annotations
 
+import copyreg
 import functools
 import inspect
 import sys
@@ -18,7 +19,7 @@ import weakref
 from typing import Any, Callable
 
 from . import _C
-from .backends import Backend, lookup_backend
+from .backends import Backend, list_backends, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 from .dynamic_shapes import forget as forget_sizes
 
@@ -187,6 +188,59 @@ class _CaptureContext(_C.Capture):
         wrapper._dynamo_orig_fn = fn
         wrapper._dynamo_callback = self.callback
         return wrapper
+
+
+# Pickling compiled functions -----------------------------------------------------------------
+
+
+def _backend_of(wrapper: Any) -> Any:
+    """The backend a wrapper compiles with: its registered name when it has one (so a worker
+    process looks it up in its own registry), else the callable itself."""
+    callback = wrapper._dynamo_callback
+    backend = callback.backend
+    if isinstance(backend, _WeakBackend):
+        backend = backend._ref()
+    for name in list_backends():
+        try:
+            if lookup_backend(name) is backend:
+                return name
+        except Exception:  # noqa: BLE001 - a lazily registered backend that cannot import
+            continue
+    return backend
+
+
+def _reduce_wrapper(wrapper: Any) -> Any:
+    """``pickle`` support for what `compile` returns: by reference when the module attribute
+    of that name is this very wrapper (``@dynamo.compile`` on a module function), else as
+    "compile this function with these options" (the function itself pickled as pickle does:
+    by reference for a module function, by value with cloudpickle for a closure). Compiled
+    versions never travel: the receiving process compiles on its first call (its C backend
+    reuses the shared disk cache)."""
+    fn = getattr(wrapper, "_dynamo_orig_fn", None)
+    callback = getattr(wrapper, "_dynamo_callback", None)
+    if fn is None or not isinstance(callback, ConvertFrame):
+        # disable()/run() wrappers: the capture mode and the function
+        if fn is None:
+            raise TypeError(f"cannot pickle {wrapper!r}: not made by dynamo.compile/disable/run")
+        return (_rewrap, (fn, callback))
+    module = sys.modules.get(getattr(wrapper, "__module__", None) or "")
+    target: Any = module
+    for part in (getattr(wrapper, "__qualname__", "") or "").split("."):
+        target = getattr(target, part, None)
+    if target is wrapper:
+        return wrapper.__qualname__
+    return (_recompile, (fn, _backend_of(wrapper), callback.fullgraph, callback.dynamic))
+
+
+def _recompile(fn: Callable, backend: Any, fullgraph: bool, dynamic: bool | None) -> Callable:
+    return compile(fn, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+
+
+def _rewrap(fn: Callable, mode: Any) -> Callable:
+    return (disable if mode is None else run)(fn)
+
+
+copyreg.pickle(type(_C.Capture(None).wrap(abs)), _reduce_wrapper)
 
 
 def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False,

@@ -3,6 +3,7 @@
     python -m dynamo run [--backend B] [--fullgraph] [--dynamic auto|true|false]
                          [--summary] script.py [args...]
     python -m dynamo explain [--backend B] [--dynamic ...] script.py [args...]
+    python -m dynamo minify repro_dir
 
 ``run`` executes the script as ``__main__`` (its own ``sys.argv``, ``sys.path[0]`` its folder)
 with every frame captured, as if its whole body were inside ``with dynamo.optimize(B):``;
@@ -10,6 +11,8 @@ with every frame captured, as if its whole body were inside ``with dynamo.optimi
 caused. ``explain`` is ``run --summary`` with the full list of break and recompile reasons and
 the frames that ran in plain Python, each at the user's file:line. The script's exit status is
 kept (``SystemExit``); an exception it raises is printed as Python would and exits with 1.
+``minify`` shrinks a repro directory written by ``dynamo.config.check_accuracy`` (see
+`dynamo.repro`) and prints where the minified repro went.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dynamo",
         description="Run a Python script with every frame captured by npdynamo.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,explain}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,explain,minify}")
     for name, text in (("run", "run a script under capture"),
                        ("explain", "run a script under capture and list graphs, graph breaks, "
                                    "recompiles and frames run in plain Python")):
@@ -44,11 +47,33 @@ def _parser() -> argparse.ArgumentParser:
                            help="print the number of graphs, breaks and recompiles at the end")
         p.add_argument("script", help="the Python script to run")
         p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    text = "shrink a repro directory written by dynamo.config.check_accuracy"
+    p = sub.add_parser("minify", help=text, description=text)
+    p.add_argument("repro", help="the repro directory (or its repro.py)")
     return parser
+
+
+def _minify(path: str) -> int:
+    from dynamo.repro import minify
+
+    if not os.path.exists(os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
+                                       "graph.pkl")):
+        print(f"python -m dynamo minify: {path} is not a repro directory (no graph.pkl)",
+              file=sys.stderr)
+        return 2
+    found = minify(path)
+    if found is None:
+        print("the repro shows no difference any more: nothing to minify")
+        return 0
+    print(f"minified repro: {found}")
+    print(open(os.path.join(found, "repro.py")).read().split('"""')[1].strip())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     opts = _parser().parse_args(argv)
+    if opts.command == "minify":
+        return _minify(opts.repro)
     script = os.path.abspath(opts.script)
     if not os.path.isfile(script):
         print(f"python -m dynamo: no such script: {opts.script}", file=sys.stderr)

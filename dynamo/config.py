@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
-    "max_instructions", "max_trace_seconds", "capture_try_bodies",
+    "max_instructions", "max_trace_seconds", "capture_try_bodies", "check_accuracy", "repro_dir",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
     "patch", "OPTIONS", "Option",
 ]
@@ -102,6 +102,15 @@ def _patterns(value: Any) -> tuple[str, ...]:
 
 
 _patterns.accepted = "a tuple of fnmatch patterns (str)"  # type: ignore[attr-defined]
+
+
+def _path(value: Any) -> str:
+    if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+        raise TypeError(f"expected a directory path (str or os.PathLike), got {value!r}")
+    return os.fspath(value)
+
+
+_path.accepted = "a directory path"  # type: ignore[attr-defined]
 
 
 # Environment parsers: text -> value, ValueError on bad text.
@@ -215,6 +224,14 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "own, which is captured (graphs under np.errstate, in try bodies). False: the whole "
            "statement runs in plain Python.", env="DYNAMO_CAPTURE_TRY_BODIES",
            parse_env=_env_bool),
+    Option("check_accuracy", False, _bool,
+           "True: every call of a compiled graph also runs the graph eagerly on copies of its "
+           "inputs and compares; a difference (or a backend error) writes a repro directory "
+           "under repro_dir and warns (AccuracyWarning) with its path. Slow: for debugging.",
+           env="DYNAMO_CHECK_ACCURACY", parse_env=_env_bool),
+    Option("repro_dir", "dynamo_repros", _path,
+           "Where check_accuracy writes repro directories (relative: to the current directory).",
+           env="DYNAMO_REPRO_DIR", parse_env=str),
     Option("skip_dirs", _default_skip_dirs(), _dirs,
            "Code in these directories is never captured: npdynamo, fx, NumPy and the standard "
            "library by default."),
@@ -256,6 +273,8 @@ suppress_errors: bool
 max_instructions: int
 max_trace_seconds: float
 capture_try_bodies: bool
+check_accuracy: bool
+repro_dir: str
 skip_modules: tuple[str, ...]
 skip_dirs: tuple[str, ...]
 include_dirs: tuple[str, ...]

@@ -19,8 +19,10 @@ import numpy as np
 import fx
 from fx import op_rules
 from fx.meta import ArrayMeta, meta_of
+from fx.serialize import graph_to_data
 from fx.symbolic import ShapeEnv, Sym, is_symbolic
 
+from . import config, repro
 from .exc import BackendError, Unsupported
 from .dynamic_shapes import dynamic_dims
 from .guards import Guard
@@ -286,10 +288,16 @@ class OutputGraph:
         gm_name = f"graph_{name}_{next(_graph_counter)}"
         gm = fx.GraphModule(self.graph, name=gm_name)
         example_inputs = [value for _, _, value in self.inputs]
+        # (taken before the backend runs: a backend may rewrite the graph in place)
+        snapshot = (graph_to_data(self.graph), dict(gm.attrs)) if config.check_accuracy else None
+        where = (f"{self.code_name} ({self.code.co_filename}:{self.code.co_firstlineno})"
+                 if self.code is not None else self.code_name)
         t0 = time.perf_counter()
         try:
             compiled = self.backend(gm, example_inputs)
         except Exception as exc:
+            if snapshot is not None:
+                repro.backend_failed(*snapshot, example_inputs, self.backend, where, exc)
             raise BackendError(f"backend {getattr(self.backend, '__name__', self.backend)!r} failed: "
                                f"{type(exc).__name__}: {exc}") from exc
         if not callable(compiled):
@@ -299,6 +307,8 @@ class OutputGraph:
             compiled.__qualname__ = compiled.__name__ = gm_name
         else:
             compiled = _not_traced(compiled)
+        if snapshot is not None:
+            compiled = repro.checked(*snapshot, compiled, self.backend, where)
         t1 = time.perf_counter()
         for placeholder in self.graph.find_nodes(op="placeholder"):
             if placeholder.meta.get("guard_layout"):

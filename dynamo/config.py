@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
     "max_instructions", "max_trace_seconds", "capture_try_bodies", "check_accuracy", "repro_dir",
+    "dump_dir",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
     "patch", "OPTIONS", "Option",
 ]
@@ -111,6 +112,13 @@ def _path(value: Any) -> str:
 
 
 _path.accepted = "a directory path"  # type: ignore[attr-defined]
+
+
+def _optional_path(value: Any) -> str | None:
+    return None if value is None else _path(value)
+
+
+_optional_path.accepted = "None or a directory path"  # type: ignore[attr-defined]
 
 
 # Environment parsers: text -> value, ValueError on bad text.
@@ -232,6 +240,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("repro_dir", "dynamo_repros", _path,
            "Where check_accuracy writes repro directories (relative: to the current directory).",
            env="DYNAMO_REPRO_DIR", parse_env=str),
+    Option("dump_dir", None, _optional_path,
+           "A directory: every compiled frame gets a folder there with its graph code (the "
+           "code that runs is compiled from that file), bytecode, guards, resume functions "
+           "and kernels (see dynamo.dump). None: off.",
+           env="DYNAMO_DUMP_DIR", parse_env=str),
     Option("skip_dirs", _default_skip_dirs(), _dirs,
            "Code in these directories is never captured: npdynamo, fx, NumPy and the standard "
            "library by default."),
@@ -275,6 +288,7 @@ max_trace_seconds: float
 capture_try_bodies: bool
 check_accuracy: bool
 repro_dir: str
+dump_dir: str | None
 skip_modules: tuple[str, ...]
 skip_dirs: tuple[str, ...]
 include_dirs: tuple[str, ...]

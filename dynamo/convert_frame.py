@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import fx as _fx
+from fx.graph_module import module_for as fx_module_for
 
-from . import _C, config
+from . import _C, config, dump
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .logs import get_logger
 from .resume import display_name, in_loop_body
@@ -114,6 +115,8 @@ def skip_reason(code: types.CodeType, f_globals: dict | None = None) -> str | No
     otherwise the most specific directory of `include_dirs` / `skip_dirs` containing the file
     decides (include on a tie; captured when neither contains it)."""
     module = f_globals.get("__name__") if f_globals is not None else None
+    if fx_module_for(code.co_filename) is not None:  # (a graph's code, also from a dump file)
+        return "generated graph code"
     if isinstance(module, str) and any(fnmatch.fnmatchcase(module, p) for p in config.skip_modules):
         return f"code of module {module} (dynamo.config.skip_modules)"
     filename = code.co_filename
@@ -313,6 +316,8 @@ class ConvertFrame:
                 return None
             _C.set_code_state(compiled.code, _C.SKIP)
             self._log(compiled)
+            if config.dump_dir is not None:
+                dump.write_frame(compiled)
             if compiled.break_reason is not None:
                 log_breaks.info("Graph break in %s: %s", _where(code), compiled.break_reason)
             _record(CompileRecord(code, compiled=compiled, reason=compiled.break_reason,

@@ -22,7 +22,7 @@ from fx.meta import ArrayMeta, meta_of
 from fx.serialize import graph_to_data
 from fx.symbolic import ShapeEnv, Sym, is_symbolic
 
-from . import config, repro
+from . import config, dump, repro
 from .exc import BackendError, Unsupported
 from .dynamic_shapes import dynamic_dims
 from .guards import Guard
@@ -287,6 +287,11 @@ class OutputGraph:
         name = re.sub(r"\W", "_", self.code_name)
         gm_name = f"graph_{name}_{next(_graph_counter)}"
         gm = fx.GraphModule(self.graph, name=gm_name)
+        if config.dump_dir is not None and self.code is not None:
+            path = dump.graph_source_path(self.code, gm.meta)
+            if path is not None:  # (compiled from that file from now on: debuggers show it)
+                gm.source_path = path
+                gm.recompile()
         example_inputs = [value for _, _, value in self.inputs]
         # (taken before the backend runs: a backend may rewrite the graph in place)
         snapshot = (graph_to_data(self.graph), dict(gm.attrs)) if config.check_accuracy else None

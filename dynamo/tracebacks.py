@@ -37,10 +37,9 @@ def relocate_graph_error(exc: BaseException) -> None:
     position = None
     t = tb.tb_next
     while t is not None:
-        filename = t.tb_frame.f_code.co_filename
-        if filename.startswith("<fx-graph"):
-            gm = fx_module_for(filename)
-            node = gm.line_nodes.get(t.tb_lineno) if gm is not None else None
+        gm = fx_module_for(t.tb_frame.f_code.co_filename)
+        if gm is not None:
+            node = gm.line_nodes.get(t.tb_lineno)
             if node is not None and node.meta.get("frame_position") is not None:
                 position = node.meta["frame_position"]
         t = t.tb_next

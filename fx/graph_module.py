@@ -23,7 +23,7 @@ from typing import Any
 
 from .graph import Graph
 
-__all__ = ["GraphModule", "GraphModuleError", "module_for"]
+__all__ = ["GraphModule", "GraphModuleError", "module_for", "register_generated"]
 
 _counter = itertools.count()
 
@@ -44,8 +44,15 @@ _modules: "weakref.WeakValueDictionary[str, GraphModule]" = weakref.WeakValueDic
 
 
 def module_for(filename: str) -> "GraphModule | None":
-    """The living GraphModule whose ``forward`` has this file name (``<fx-graph ...>``)."""
+    """The living GraphModule (or other registered owner of generated graph code, with a
+    ``line_nodes`` map) whose code has this file name."""
     return _modules.get(filename)
+
+
+def register_generated(filename: str, owner: Any) -> None:
+    """Register generated code that is not a GraphModule's ``forward`` (a backend's program):
+    `owner` has ``line_nodes`` (line -> node) and is forgotten when it dies."""
+    _modules[filename] = owner
 
 
 class GraphModule:
@@ -61,6 +68,9 @@ class GraphModule:
         self.code = ""
         self.globals: dict[str, Any] = {}
         self.filename = ""
+        #: a file the generated code is written to and compiled from (so a debugger shows its
+        #: lines), or None for a ``<fx-graph ...>`` name kept in linecache only
+        self.source_path: str | None = None
         self.forward: Callable[..., Any]
         self.recompile()
 
@@ -75,7 +85,12 @@ class GraphModule:
                     f"attrs (known: {sorted(self.attrs)}); pass its value in GraphModule(attrs=...)"
                 )
             fn_globals[global_name] = self.attrs[target]
-        self.filename = f"<fx-graph {self.name}_{next(_counter)}>"
+        if self.source_path is not None:
+            with open(self.source_path, "w", encoding="utf-8") as f:
+                f.write(code.src)
+            self.filename = self.source_path
+        else:
+            self.filename = f"<fx-graph {self.name}_{next(_counter)}>"
         fn_globals["__name__"] = self.filename
         exec(compile(code.src, self.filename, "exec"), fn_globals)  # noqa: S102
         # Popped: a function in its own globals is a reference cycle (freed only by the cyclic
@@ -84,7 +99,8 @@ class GraphModule:
         self.code, self.globals = code.src, fn_globals
         #: line of ``code`` -> the node whose statement it is (`module_for` finds the module)
         self.line_nodes = code.line_nodes
-        _register_source(self.filename, code.src, self.forward)
+        if self.source_path is None:  # (a real file is read from disk)
+            _register_source(self.filename, code.src, self.forward)
         _modules[self.filename] = self
         return self.code
 

@@ -1,0 +1,137 @@
+"""The dump directory: everything npdynamo made for each compiled frame, as files.
+
+In: ``dynamo.config.dump_dir`` (``DYNAMO_DUMP_DIR``), a path; None turns dumping off. Out: one
+folder per compiled frame (a function, a resume function, a loop or try/with body function),
+``<dump_dir>/<serial>_<name>/``:
+
+    graph.py      the graph's generated code: the compiled function is compiled *from this file*,
+                  so a debugger steps through it and tracebacks show its lines
+    bytecode.txt  the original and the transformed bytecode side by side
+    guards.py     the guard function (and which guards run in C)
+    parts.txt     the disassembly of every resume and body function the transformed code makes
+    kernels.txt   (C backend) the fusion report with each kernel's C source
+    frame.txt     where the frame is, why its graph ended, compile times
+
+Called by `output_graph.OutputGraph.compile` (`graph_source_path`, before the backend sees the
+graph) and by `convert_frame` after a compile (`write_frame`). Files are written as plain text;
+a failure to write warns once and turns dumping off for the process (it never breaks a compile).
+"""
+
+from __future__ import annotations
+
+import dis
+import itertools
+import os
+import re
+import threading
+import types
+import warnings
+from typing import Any
+
+from . import config
+
+__all__ = ["graph_source_path", "write_frame"]
+
+_serial = itertools.count()
+_lock = threading.Lock()
+_failed = False
+
+
+def _folder_name(code: types.CodeType) -> str:
+    from .resume import display_name
+
+    name = re.sub(r"[^\w.-]+", "_", display_name(code)).strip("_") or "frame"
+    return f"{next(_serial):04d}_{name}"
+
+
+def _make_folder(code: types.CodeType) -> str | None:
+    global _failed
+    root = config.dump_dir
+    if root is None or _failed:
+        return None
+    with _lock:
+        path = os.path.join(os.path.abspath(root), _folder_name(code))
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        _failed = True
+        warnings.warn(f"npdynamo: cannot write the dump directory {root!r} ({exc}); dumping is "
+                      "off for this process", RuntimeWarning, stacklevel=2)
+        return None
+    return path
+
+
+def graph_source_path(code: types.CodeType, meta: dict) -> str | None:
+    """The graph.py path for the graph of `code` (its folder made now), or None. The folder is
+    remembered in `meta` (the graph module's) for `write_frame`."""
+    folder = _make_folder(code)
+    if folder is None:
+        return None
+    meta["dump_folder"] = folder
+    return os.path.join(folder, "graph.py")
+
+
+def write_frame(compiled: Any) -> str | None:
+    """Write the files of one compiled frame (a `symbolic_convert.CompiledFrame`)."""
+    from .convert_frame import side_by_side
+
+    if config.dump_dir is None or _failed:
+        return None
+    gm = compiled.result.graph_module if compiled.result is not None else None
+    folder = gm.meta.get("dump_folder") if gm is not None else None
+    folder = folder or _make_folder(compiled.original_code)
+    if folder is None:
+        return None
+    code = compiled.original_code
+    files = {
+        "bytecode.txt": side_by_side(code, compiled.code) + "\n",
+        "guards.py": _guards_text(compiled.check_fn),
+        "frame.txt": _frame_text(compiled),
+    }
+    parts = _parts_text(compiled.code)
+    if parts:
+        files["parts.txt"] = parts
+    report = gm.meta.get("fusion_report") if gm is not None else None
+    if report is not None:
+        files["kernels.txt"] = f"{report}\n"
+    for name, text in files.items():
+        try:
+            with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError:
+            return None
+    return folder
+
+
+def _guards_text(check_fn: Any) -> str:
+    from .debug import guard_lines
+
+    source = getattr(check_fn, "source", None) or ""
+    lines = "\n".join(f"#   {line}" for line in guard_lines(check_fn))
+    return (f"# The guards of this compiled version ([C]: run by the C guard program; "
+            f"[Python]: this text):\n{lines}\n\n{source}\n")
+
+
+def _frame_text(compiled: Any) -> str:
+    from .resume import display_name
+
+    code = compiled.original_code
+    lines = [f"frame: {display_name(code)}",
+             f"file: {code.co_filename}:{code.co_firstlineno}",
+             f"compile seconds: {compiled.seconds:.4f}"]
+    if compiled.result is not None:
+        lines.append(f"backend seconds: {compiled.result.backend_seconds:.4f}")
+        lines.append(f"graph inputs: {', '.join(s.name() for s in compiled.result.input_sources)}")
+    lines.append(f"graph break: {compiled.break_reason or 'none (the frame returns)'}")
+    return "\n".join(lines) + "\n"
+
+
+def _parts_text(code: types.CodeType) -> str:
+    """The disassembly of the code objects the transformed code makes functions of."""
+    from .resume import display_name
+
+    chunks = []
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            chunks.append(f"== {display_name(const)} ==\n{dis.Bytecode(const).dis()}")
+    return "\n".join(chunks)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import timeit
 import textwrap
+import os
+import tempfile
 import warnings
 
 import numpy as np
@@ -159,6 +161,11 @@ def main() -> None:
                 row += f"{t * 1e6:>10.1f}us {base / t:4.2f}x"
             print(row)
     print("\nRatios > 1 are faster than NumPy. See benchmarks/ for the full runners.")
+
+    banner("6. The HTML report of everything above")
+    path = dynamo.report(os.path.join(tempfile.gettempdir(), "npdynamo_demo_report.html"))
+    print(f"every frame, graph (as a picture and as code), guard, graph break and recompile of "
+          f"this demo: open {path}")
 
 
 if __name__ == "__main__":

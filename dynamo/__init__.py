@@ -31,6 +31,7 @@ from .eval_frame import compile, disable, optimize, reset, run
 from .exc import FullGraphError, InternalError, Unsupported
 from .logs import _from_environment, set_logs
 from .markers import graph_break
+from .html_report import report
 
 __all__ = [
     "compile",
@@ -43,6 +44,7 @@ __all__ = [
     "mark_static",
     "explain",
     "cache_entries",
+    "report",
     "register_backend",
     "list_backends",
     "lookup_backend",

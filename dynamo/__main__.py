@@ -1,7 +1,7 @@
 """``python -m dynamo``: run any script under capture, or explain what capture does to it.
 
     python -m dynamo run [--backend B] [--fullgraph] [--dynamic auto|true|false]
-                         [--summary] script.py [args...]
+                         [--summary] [--report FILE] [--dump DIR] script.py [args...]
     python -m dynamo explain [--backend B] [--dynamic ...] script.py [args...]
     python -m dynamo minify repro_dir
 
@@ -45,6 +45,10 @@ def _parser() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("--summary", action="store_true",
                            help="print the number of graphs, breaks and recompiles at the end")
+        p.add_argument("--report", metavar="FILE",
+                       help="write an HTML report of every frame, graph, guard and break")
+        p.add_argument("--dump", metavar="DIR",
+                       help="write a folder per compiled frame (dynamo.config.dump_dir)")
         p.add_argument("script", help="the Python script to run")
         p.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     text = "shrink a repro directory written by dynamo.config.check_accuracy"
@@ -86,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - an unknown name: say which exist
         print(f"python -m dynamo: {exc}", file=sys.stderr)
         return 2
+    if opts.dump:
+        dynamo.config.dump_dir = opts.dump
     scope = dynamo.optimize(opts.backend, fullgraph=opts.fullgraph,
                             dynamic=_DYNAMIC[opts.dynamic])
     sys.argv = [script, *opts.args]
@@ -106,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                 tb = tb.tb_next  # (from the script's own frames on, as `python script.py`)
             traceback.print_exception(type(exc), exc, tb or exc.__traceback__)
             status = 1
+    if opts.report:
+        print(f"npdynamo report: {dynamo.report(opts.report, rec)}", file=sys.stderr)
     if opts.command == "explain" or opts.summary:
         sys.stdout.flush()
         print(f"\nnpdynamo ({opts.backend} backend) on {opts.script}:\n{rec.stats()}",

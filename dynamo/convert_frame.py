@@ -27,7 +27,7 @@ from typing import Any, Callable
 import fx as _fx
 from fx.graph_module import module_for as fx_module_for
 
-from . import _C, config, dump
+from . import _C, config, dump, html_report
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .logs import get_logger
 from .resume import display_name, in_loop_body
@@ -93,6 +93,7 @@ records = _Records()
 def _record(rec: CompileRecord) -> None:
     if records.sink is not None:
         records.sink.append(rec)
+    html_report.note(rec)  # (text only, the last few thousand: for dynamo.report())
 
 
 # Skip rules ------------------------------------------------------------------------------------

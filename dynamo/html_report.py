@@ -1,0 +1,328 @@
+"""The HTML report: one self-contained static page of what capture did (issue 10).
+
+In: the compile records of a run (`tools.Recording`, or, by default, the last
+`MAX_REMEMBERED` compiles of the process, which `convert_frame` notes here as plain-text
+summaries: no strong reference to code, graphs or arrays is kept). Out: ``report(path)`` writes
+one HTML file (no scripts, no network) with:
+
+- the totals (graphs, graph breaks, recompiles, frames run in plain Python, compile time);
+- a bar chart of compile time per frame (tracing and backend);
+- a table of every frame seen, compiled or run in plain Python, with the reason;
+- per compiled frame: the graph as a picture (a box per node with its op, dtype and shape; laid
+  out by Graphviz's ``dot`` when it is installed, else by a built-in layered layout), the graph
+  code, the guards, the graph break with its source line, the recompile reason, the bytecode
+  side by side and (C backend) the fusion report.
+
+Used by `dynamo.report` and ``python -m dynamo run --report out.html script.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import html
+import shutil
+import subprocess
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["report", "FrameSummary", "MAX_REMEMBERED"]
+
+#: compiles remembered for `report()` without an explicit recording
+MAX_REMEMBERED = 2000
+
+
+@dataclass
+class FrameSummary:
+    """What the report shows of one compile record (text only)."""
+
+    name: str
+    where: str
+    status: str                      # "compiled" or "plain"
+    reason: str | None = None        # graph break, or why it ran in plain Python
+    recompile_reason: str | None = None
+    seconds: float = 0.0
+    backend_seconds: float = 0.0
+    graph_code: str | None = None
+    #: (name, op, what, meta text, input names) per node
+    nodes: list[tuple[str, str, str, str, list[str]]] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    fusion_report: str | None = None
+    when: float = 0.0
+    _codes: tuple[Any, Any] | None = None  # weak references to (original, transformed)
+
+    def bytecode(self) -> str | None:
+        from .convert_frame import side_by_side
+
+        if self._codes is None:
+            return None
+        original, transformed = (ref() for ref in self._codes)
+        if original is None or transformed is None:
+            return None
+        return side_by_side(original, transformed)
+
+
+_remembered: "collections.deque[FrameSummary]" = collections.deque(maxlen=MAX_REMEMBERED)
+
+
+def note(rec: Any) -> None:
+    """Called by `convert_frame` for every compile record."""
+    try:
+        _remembered.append(summarize(rec))
+    except Exception:  # noqa: BLE001 - the report is a debug view: never fail a compile for it
+        pass
+
+
+def summarize(rec: Any) -> FrameSummary:
+    from .convert_frame import NOTHING_TO_COMPILE
+    from .debug import guard_lines
+    from .resume import display_name
+
+    code = rec.code
+    out = FrameSummary(display_name(code), f"{code.co_filename}:{code.co_firstlineno}",
+                       "compiled" if rec.compiled is not None else "plain",
+                       rec.reason, rec.recompile_reason, rec.seconds, when=time.time())
+    if rec.compiled is None:
+        if rec.reason is not None and rec.reason.startswith(NOTHING_TO_COMPILE):
+            out.status = "nothing"
+        return out
+    compiled = rec.compiled
+    out.reason = compiled.break_reason
+    try:
+        out._codes = (weakref.ref(compiled.original_code), weakref.ref(compiled.code))
+    except TypeError:
+        pass
+    out.guards = guard_lines(compiled.check_fn)
+    if compiled.result is not None:
+        gm = compiled.result.graph_module
+        out.backend_seconds = compiled.result.backend_seconds
+        out.graph_code = gm.code
+        out.nodes = [(n.name, n.op, _what(n), _meta_text(n.meta.get("val")),
+                      [a.name for a in n.all_input_nodes]) for n in gm.graph.nodes]
+        report_ = gm.meta.get("fusion_report")
+        out.fusion_report = str(report_) if report_ is not None else None
+    return out
+
+
+def _what(node: Any) -> str:
+    if node.op in ("placeholder", "output"):
+        return node.op
+    target = node.target
+    if isinstance(target, str):
+        return f".{target}()" if node.op == "call_method" else target
+    module = getattr(target, "__module__", "") or ""
+    name = getattr(target, "__name__", repr(target))
+    if module.startswith("numpy") or type(target).__name__ == "ufunc":
+        return f"np.{name}"
+    return name
+
+
+def _meta_text(val: Any) -> str:
+    dtype, shape = getattr(val, "dtype", None), getattr(val, "shape", None)
+    if dtype is None:
+        return "" if val is None else type(val).__name__
+    dims = ", ".join(str(d) for d in shape) if shape is not None else "?"
+    return f"{dtype}[{dims}]"
+
+
+# Rendering --------------------------------------------------------------------------------------
+
+
+def report(path: str | Path, recording: Any = None) -> Path:
+    """Write the report of `recording` (a `tools.Recording`; default: the compiles this process
+    remembers) to `path`; returns the path."""
+    if recording is not None:
+        frames = [summarize(rec) for rec in recording.records]
+    else:
+        frames = list(_remembered)
+    path = Path(path)
+    path.write_text(render(frames), encoding="utf-8")
+    return path
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d2330;background:#fbfbfd}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:17px;margin:28px 0 8px}
+.totals{display:flex;gap:12px;flex-wrap:wrap;margin:12px 0}
+.totals div{background:#fff;border:1px solid #dde1ea;border-radius:6px;padding:8px 14px}
+.totals b{display:block;font-size:20px}
+table{border-collapse:collapse;background:#fff;width:100%}
+td,th{border:1px solid #dde1ea;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#eef1f6} .plain{color:#a33} .compiled{color:#176b34} .nothing{color:#777}
+pre{background:#fff;border:1px solid #dde1ea;padding:8px;overflow:auto;font-size:12px}
+details{margin:10px 0;background:#fff;border:1px solid #dde1ea;border-radius:6px;padding:6px 10px}
+summary{cursor:pointer;font-weight:600} .muted{color:#667}
+"""
+
+
+def render(frames: list[FrameSummary]) -> str:
+    graphs = sum(1 for f in frames if f.graph_code is not None)
+    breaks = [f for f in frames if f.status == "compiled" and f.reason]
+    recompiles = [f for f in frames if f.recompile_reason]
+    plain = [f for f in frames if f.status == "plain"]
+    total = sum(f.seconds for f in frames)
+    esc = html.escape
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>npdynamo report"
+             f"</title><style>{_CSS}</style></head><body>",
+             "<h1>npdynamo report</h1>",
+             f"<div class='muted'>{len(frames)} compile records</div>",
+             "<div class='totals' id='totals'>"]
+    for label, value in (("graphs", graphs), ("graph breaks", len(breaks)),
+                         ("recompiles", len(recompiles)), ("frames in plain Python", len(plain)),
+                         ("compile time", f"{total * 1e3:.1f} ms")):
+        parts.append(f"<div><b>{value}</b>{label}</div>")
+    parts.append("</div>")
+    parts.append("<h2>Compile time per frame</h2>")
+    parts.append(_time_chart(frames))
+    parts.append("<h2 id='frames'>Frames</h2><table><tr><th>#</th><th>frame</th><th>where</th>"
+                 "<th>status</th><th>ops</th><th>compile ms</th><th>graph break / reason</th>"
+                 "</tr>")
+    for i, f in enumerate(frames):
+        ops = sum(1 for n in f.nodes if n[1] in ("call_function", "call_method"))
+        parts.append(f"<tr><td><a href='#frame{i}'>{i}</a></td><td>{esc(f.name)}</td>"
+                     f"<td>{esc(f.where)}</td><td class='{f.status}'>{f.status}</td>"
+                     f"<td>{ops or ''}</td><td>{f.seconds * 1e3:.1f}</td>"
+                     f"<td>{esc(f.reason or '')}"
+                     + (f"<br><i>recompile: {esc(f.recompile_reason)}</i>"
+                        if f.recompile_reason else "") + "</td></tr>")
+    parts.append("</table><h2>Compiled frames</h2>")
+    for i, f in enumerate(frames):
+        if f.status != "compiled":
+            continue
+        parts.append(f"<details id='frame{i}' open><summary>{i}. {esc(f.name)} "
+                     f"<span class='muted'>{esc(f.where)}</span></summary>")
+        if f.reason:
+            parts.append(f"<p><b>Graph break:</b> {esc(f.reason)}</p>")
+        if f.recompile_reason:
+            parts.append(f"<p><b>Recompiled:</b> {esc(f.recompile_reason)}</p>")
+        if f.graph_code is not None:
+            parts.append("<p><b>Graph</b></p>" + _graph_picture(f.nodes))
+            parts.append(f"<pre class='graph-code'>{esc(f.graph_code)}</pre>")
+        else:
+            parts.append("<p class='muted'>no graph (no NumPy operation before the break)</p>")
+        parts.append(f"<p><b>Guards</b></p><pre>{esc(chr(10).join(f.guards))}</pre>")
+        if f.fusion_report:
+            parts.append(f"<p><b>C backend fusion report</b></p><pre>{esc(f.fusion_report)}"
+                         "</pre>")
+        bytecode = f.bytecode()
+        if bytecode:
+            parts.append(f"<details><summary>Bytecode</summary><pre>{esc(bytecode)}</pre>"
+                         "</details>")
+        parts.append("</details>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _time_chart(frames: list[FrameSummary]) -> str:
+    """Horizontal bars: tracing (and the rest of compiling) and backend time per frame."""
+    rows = [f for f in frames if f.seconds > 0][:60]
+    if not rows:
+        return "<p class='muted'>nothing compiled</p>"
+    longest = max(f.seconds for f in rows)
+    width, bar_h, label_w = 900, 18, 330
+    height = len(rows) * (bar_h + 6) + 30
+    out = [f"<svg class='time-chart' width='{width}' height='{height}' "
+           f"xmlns='http://www.w3.org/2000/svg' font-size='12'>"]
+    scale = (width - label_w - 90) / longest
+    for i, f in enumerate(rows):
+        y = 10 + i * (bar_h + 6)
+        backend = min(f.backend_seconds, f.seconds)
+        trace_w, backend_w = (f.seconds - backend) * scale, backend * scale
+        out.append(f"<text x='0' y='{y + 13}'>{html.escape(f.name[:48])}</text>")
+        out.append(f"<rect x='{label_w}' y='{y}' width='{trace_w:.1f}' height='{bar_h}' "
+                   "fill='#5b8def'><title>tracing</title></rect>")
+        out.append(f"<rect x='{label_w + trace_w:.1f}' y='{y}' width='{backend_w:.1f}' "
+                   f"height='{bar_h}' fill='#f0a33a'><title>backend</title></rect>")
+        out.append(f"<text x='{label_w + trace_w + backend_w + 4:.1f}' y='{y + 13}'>"
+                   f"{f.seconds * 1e3:.1f} ms</text>")
+    y = height - 8
+    out.append(f"<rect x='{label_w}' y='{y - 10}' width='10' height='10' fill='#5b8def'/>"
+               f"<text x='{label_w + 14}' y='{y}'>tracing</text>"
+               f"<rect x='{label_w + 80}' y='{y - 10}' width='10' height='10' fill='#f0a33a'/>"
+               f"<text x='{label_w + 94}' y='{y}'>backend</text></svg>")
+    return "".join(out)
+
+
+_MAX_DRAWN = 300
+
+
+def _graph_picture(nodes: list[tuple[str, str, str, str, list[str]]]) -> str:
+    """The graph as SVG: Graphviz when ``dot`` is installed, else a layered layout."""
+    if not nodes:
+        return ""
+    if len(nodes) > _MAX_DRAWN:
+        note = f"<p class='muted'>the first {_MAX_DRAWN} of {len(nodes)} nodes</p>"
+        nodes = nodes[:_MAX_DRAWN]
+    else:
+        note = ""
+    svg = _graphviz(nodes) if shutil.which("dot") else None
+    return note + (svg or _layered(nodes))
+
+
+def _graphviz(nodes: list) -> str | None:
+    lines = ["digraph G {", "node [shape=box, fontname=Helvetica, fontsize=10];"]
+    known = {n[0] for n in nodes}
+    for name, op, what, meta, inputs in nodes:
+        label = f"{name}\\n{what}" + (f"\\n{meta}" if meta else "")
+        lines.append(f'"{name}" [label="{label}"];')
+        for a in inputs:
+            if a in known:
+                lines.append(f'"{a}" -> "{name}";')
+    lines.append("}")
+    try:
+        done = subprocess.run(["dot", "-Tsvg"], input="\n".join(lines), capture_output=True,
+                              text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    svg = done.stdout
+    return svg[svg.find("<svg"):] if "<svg" in svg else None
+
+
+def _layered(nodes: list[tuple[str, str, str, str, list[str]]]) -> str:
+    """Each node one layer below its deepest input; boxes in a row per layer."""
+    layer: dict[str, int] = {}
+    for name, op, what, meta, inputs in nodes:
+        layer[name] = 1 + max((layer[a] for a in inputs if a in layer), default=-1)
+    rows: dict[int, list[str]] = collections.defaultdict(list)
+    for name, *_ in nodes:
+        rows[layer[name]].append(name)
+    box_w, box_h, gap_x, gap_y = 150, 48, 16, 34
+    per_row = max(len(r) for r in rows.values())
+    width = per_row * (box_w + gap_x) + gap_x
+    height = len(rows) * (box_h + gap_y) + gap_y
+    pos: dict[str, tuple[float, float]] = {}
+    for depth, names in rows.items():
+        offset = (width - len(names) * (box_w + gap_x)) / 2
+        for i, name in enumerate(names):
+            pos[name] = (offset + gap_x / 2 + i * (box_w + gap_x), gap_y / 2 + depth * (box_h + gap_y))
+    colors = {"placeholder": "#e6f0ff", "output": "#e9f7ec", "get_attr": "#f3f3f3"}
+    out = [f"<svg class='graph' width='{width:.0f}' height='{height:.0f}' "
+           "xmlns='http://www.w3.org/2000/svg' font-size='11' font-family='monospace'>",
+           "<defs><marker id='arrow' markerWidth='8' markerHeight='8' refX='7' refY='4' "
+           "orient='auto'><path d='M0,0 L8,4 L0,8 z' fill='#889'/></marker></defs>"]
+    for name, op, what, meta, inputs in nodes:
+        x, y = pos[name]
+        for a in inputs:
+            if a in pos:
+                ax, ay = pos[a]
+                x1, y1, x2, y2 = ax + box_w / 2, ay + box_h, x + box_w / 2, y
+                mid = (y1 + y2) / 2
+                out.append(f"<path d='M{x1:.0f},{y1:.0f} C{x1:.0f},{mid:.0f} {x2:.0f},{mid:.0f} "
+                           f"{x2:.0f},{y2 - 2:.0f}' fill='none' stroke='#889' "
+                           "marker-end='url(#arrow)'/>")
+    for name, op, what, meta, inputs in nodes:
+        x, y = pos[name]
+        fill = colors.get(op, "#fff8e6")
+        out.append(f"<g class='node'><rect x='{x:.0f}' y='{y:.0f}' width='{box_w}' "
+                   f"height='{box_h}' rx='5' fill='{fill}' stroke='#8a93a6'/>")
+        for k, text in enumerate((name, what, meta)):
+            if text:
+                out.append(f"<text x='{x + 6:.0f}' y='{y + 14 + 14 * k:.0f}'>"
+                           f"{html.escape(text[:22])}</text>")
+        out.append("</g>")
+    out.append("</svg>")
+    return "".join(out)

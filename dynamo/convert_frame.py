@@ -182,7 +182,9 @@ def _warn_at_user_code(message: str, category: type[Warning]) -> None:
     registry = module_globals.setdefault("__warningregistry__", {})
     # (no module_globals: it is only for showing the source line, and linecache's lazy loading
     # raises for some loaders, e.g. a script read from stdin)
-    warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
+    lineno = frame.f_lineno  # (None at an instruction without a line: the def line then)
+    warnings.warn_explicit(message, category, frame.f_code.co_filename,
+                           lineno if lineno is not None else frame.f_code.co_firstlineno,
                            module=module_globals.get("__name__", "<unknown>"), registry=registry)
 
 

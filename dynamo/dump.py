@@ -25,7 +25,6 @@ import os
 import re
 import threading
 import types
-import warnings
 from typing import Any
 
 from . import config
@@ -55,8 +54,10 @@ def _make_folder(code: types.CodeType) -> str | None:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         _failed = True
-        warnings.warn(f"npdynamo: cannot write the dump directory {root!r} ({exc}); dumping is "
-                      "off for this process", RuntimeWarning, stacklevel=2)
+        from .convert_frame import _warn_at_user_code
+
+        _warn_at_user_code(f"npdynamo: cannot write the dump directory {root!r} ({exc}); "
+                           "dumping is off for this process", RuntimeWarning)
         return None
     return path
 

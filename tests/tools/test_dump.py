@@ -76,3 +76,19 @@ def test_an_unwritable_dump_dir_warns_and_compiles(tmp_path, monkeypatch):
 def test_dump_dir_is_validated():
     with pytest.raises(TypeError, match="dump_dir"):
         config.dump_dir = 3
+
+
+def test_a_warning_at_a_frame_without_a_line_number_does_not_fail():
+    # (warnings.warn_explicit needs an int line; a frame at an instruction without a line
+    # number gave None and the warning itself raised TypeError: CPython's test_traceback)
+    import types
+
+    from dynamo.convert_frame import _warn_at_user_code
+
+    def caller():
+        return _warn_at_user_code("npdynamo: a test warning", RuntimeWarning)
+
+    code = caller.__code__.replace(co_linetable=b"")  # no line numbers at all
+    lineless = types.FunctionType(code, caller.__globals__, "caller", None, caller.__closure__)
+    with pytest.warns(RuntimeWarning, match="a test warning"):
+        lineless()

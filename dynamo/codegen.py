@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
+from typing import Any
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
@@ -185,7 +186,7 @@ class Codegen:
         self.graph_error = Label()
         self.pad_positions(node.meta.get("frame_position")
                            for node in self.result.graph_module.graph.nodes)
-        protected = TryBegin(self.graph_error, False)
+        protected = TryBegin(self.graph_error, True)  # (the handler sets the frame's position)
         self.label_raw(protected)
         self.extend(ins.push_null() + ins.load_const(self.result.compiled_fn))
         for source in self.result.input_sources:
@@ -199,8 +200,8 @@ class Codegen:
         """The handler of `call_graph`, after the code (the exception on the stack): relocate
         its traceback entry (`relocate_graph_error`) and raise it on (RERAISE adds none)."""
         self.label(self.graph_error)
-        self.extend(ins.push_null() + ins.load_const(relocate_graph_error) + ins.copy(3)
-                    + ins.call(1) + ins.pop_top() + ins.reraise())
+        _emit_position_fix(self, relocate_graph_error, 1)
+        self.extend(ins.reraise(restore_position=True))
 
     def reconstruct(self, vt: VariableTracker) -> None:
         """Push `vt`. A container or function made in the frame is built once: where it is
@@ -428,12 +429,15 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             open_for = handler
             gen.label_raw(open_try)
         original = info.instructions[i]
-        if body is not None and i == body.handler:
-            _emit_merge_traceback(gen, info.handlers[body.entry].push_lasti)
+        merge = body is not None and i == body.handler
+        if merge and original.name != "PUSH_EXC_INFO":
+            _emit_merge_traceback(gen, 1 if info.handlers[body.entry].push_lasti else None)
         copy = original.copy()
         if original.has_jump():
             copy.arg = label_of(info.target(i))
         gen.extend_located([copy])
+        if merge and original.name == "PUSH_EXC_INFO":  # (..., lasti?, previous, exc)
+            _emit_merge_traceback(gen, 2 if info.handlers[body.entry].push_lasti else None)
         falls = original.name not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and \
             not original.is_uncond_jump()
         if falls and i + 1 not in members:
@@ -483,6 +487,12 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
         gen.extend(ins.delete_fast(f"{BODY_STACK}{k}"))
     for name in plan.params:
         gen.extend(ins.load_fast(name))
+    # A local the block assigns or deletes is the body function's while it runs: this frame
+    # lets go of it (``del o`` in the block frees the object, as in plain Python), and gets it
+    # back where the block ends (an exception's way never reads one: see region_body).
+    for name in plan.params:
+        if name in plan.assigned:
+            gen.extend(ins.delete_fast(name))
     for name in plan.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
     gen.extend(ins.call(plan.stack_args + len(plan.params) + len(plan.cell_args))
@@ -516,21 +526,30 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
 
 
-def _emit_merge_traceback(gen: Codegen, push_lasti: bool) -> None:
-    """At the start of a handler of the call of a body function (the exception on top of the
-    stack, under it the frame's position when the handler pushes it): `merge_body_traceback`,
-    whose answer replaces that position (a Python call is fine here: transformed code runs
-    only while no trace or profile function is set)."""
-    gen.extend(ins.push_null() + ins.load_const(merge_body_traceback) + ins.copy(3)
-               + ins.call(1))
-    if not push_lasti:
+def _emit_merge_traceback(gen: Codegen, lasti_below: int | None) -> None:
+    """In a handler of the call of a body function, with the exception on top of the stack:
+    `tracebacks.merge_body_traceback` (see `_emit_position_fix`). In a try/with handler it
+    comes after PUSH_EXC_INFO, so an exception from it (an interrupt) leaves through the
+    handler's cleanup as one raised in the handler would."""
+    _emit_position_fix(gen, merge_body_traceback, lasti_below)
+
+
+def _emit_position_fix(gen: Codegen, fix: Any, lasti_below: int | None) -> None:
+    """With the exception on top of the stack: call `fix` (a `tracebacks` function) on it; the
+    instruction index it answers replaces the frame position the handler pushed, `lasti_below`
+    values under the exception (None: none pushed), so that a ``RERAISE 1`` leaves the frame at
+    the statement that raised, as plain Python does. A Python call is fine here: transformed
+    code runs only while no trace or profile function is set."""
+    gen.extend(ins.push_null() + ins.load_const(fix) + ins.copy(3)
+               + ins.call(1))                              # ..., exc, index
+    if lasti_below is None:
         gen.extend(ins.pop_top())
         return
-    replace, done = Label(), Label()                       # ..., lasti, exc, index
+    replace, done = Label(), Label()
     gen.extend(ins.copy(1) + ins.if_not_equal(-1, replace)
-               + ins.pop_top() + ins.jump_forward(done))   # -1: ..., lasti, exc
+               + ins.pop_top() + ins.jump_forward(done))   # -1: leave the position as it is
     gen.label(replace)
-    gen.extend(ins.swap(3) + ins.pop_top())                # ..., index, exc
+    gen.extend(ins.swap(lasti_below + 2) + ins.pop_top())  # the index where the position was
     gen.label(done)
 
 
@@ -553,7 +572,7 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     # function, at the line that raised, and not also the loop's line, as in plain Python.
     mend = Label()
     gen.pad_positions(plan.body.co_positions())
-    protected = TryBegin(mend, False)
+    protected = TryBegin(mend, True)
     gen.label_raw(protected)
     gen.extend(ins.push_null() + ins.load_fast(LOOP_BODY))
     if plan.iterates:
@@ -591,8 +610,8 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
         gen.label(after)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
     gen.label(mend)
-    _emit_merge_traceback(gen, False)
-    gen.extend(ins.reraise())
+    _emit_merge_traceback(gen, 1)
+    gen.extend(ins.reraise(restore_position=True))
     if plan.iterates:
         gen.label(done)
         target, names = plan.done

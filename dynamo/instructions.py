@@ -189,9 +189,11 @@ def if_none(target: Label) -> list[Instr]:
     return [Instr("POP_JUMP_FORWARD_IF_NONE", target)]
 
 
-def reraise() -> list[Instr]:
-    """Raise the exception on top of the stack again, adding no traceback entry."""
-    return [Instr("RERAISE", 0)]
+def reraise(restore_position: bool = False) -> list[Instr]:
+    """Raise the exception on top of the stack again, adding no traceback entry; with
+    `restore_position`, the frame's position is first set from the instruction index under the
+    exception (what a handler with ``lasti`` pushed)."""
+    return [Instr("RERAISE", 1 if restore_position else 0)]
 
 
 def return_tagged(tag: int, below: int, location) -> list[Instr]:

@@ -68,6 +68,8 @@ class BodyPlan:
     cell_args: tuple[str, ...]
     #: index of the first instruction of the block's handler (where the traceback is merged)
     handler: int
+    #: locals the block may assign or delete (the caller lets go of them during the call)
+    assigned: frozenset[str]
     #: ``try`` or ``with`` (for names and messages)
     kind: str
 
@@ -189,7 +191,7 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
                       {j: k for k, (j, _, _) in enumerate(exit_list)},
                       {j: (above, names) for j, above, names in exit_list}, own, closure_names)
     return BodyPlan(body, entry, members, depth - base, params, tuple(exit_list),
-                    closure_names, tuple(code.co_cellvars), handler, kind)
+                    closure_names, tuple(code.co_cellvars), handler, assigned, kind)
 
 
 def _must_bound(info, members: frozenset[int], entry: int,
@@ -306,12 +308,13 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
 
 
 
-def exit_never_swallows(vt) -> bool:
+def exit_never_swallows(vt, tx=None) -> bool:
     """Does the context manager tracked by `vt` never swallow an exception (its ``__exit__``
     never returns true)? Only what is known for sure: ``np.errstate`` and
     ``warnings.catch_warnings`` made in the frame (their type is certain), and an object of a
     Python class read from a guarded source (`UserObjectVariable`: its type is guarded) whose
-    ``__exit__`` is a plain function returning only None or False constants."""
+    ``__exit__`` is a plain function returning only None or False constants: with `tx`, that
+    function and its code are guarded too (a class can be given another ``__exit__``)."""
     import warnings
 
     import numpy as np
@@ -325,7 +328,17 @@ def exit_never_swallows(vt) -> bool:
         # Looked up in the class dicts, never through a descriptor's __get__ (that runs code).
         exit_fn = next((vars(klass)["__exit__"] for klass in type(vt.value).__mro__
                         if "__exit__" in vars(klass)), None)
-        return isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
+        if not (isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
+                and vt.source is not None and tx is not None):
+            return False
+        from .guards import Guard
+        from .source import AttrSource, TypeSource
+
+        exit_source = AttrSource(TypeSource(vt.source), "__exit__")
+        tx.output.add_guard(Guard(exit_source, "ID_MATCH", Guard.identity(exit_fn)))
+        tx.output.add_guard(Guard(AttrSource(exit_source, "__code__"), "ID_MATCH",
+                                  Guard.identity(exit_fn.__code__)))
+        return True
     return False
 
 

@@ -131,6 +131,22 @@ class AttrSource(Source):
 
 
 @dataclass(frozen=True)
+class TypeSource(Source):
+    """The type of a value (only guarded: a guard on a class attribute reads it through this)."""
+
+    base: Source
+
+    def guard_expr(self) -> str:
+        return f"___type({self.base.guard_expr()})"
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        raise TypeError("the type of a value is only guarded, never rebuilt")
+
+    def name(self) -> str:
+        return f"type({self.base.name()})"
+
+
+@dataclass(frozen=True)
 class SizeFactSource(Source):
     """Not a value: the subject of a SIZE_FACT guard, a condition over input sizes that a
     compile with dynamic shapes relied on (``text``: ``x.shape[0] == y.shape[0]``)."""

@@ -85,6 +85,10 @@ COMPARE_OPS = {
 
 UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UNARY_INVERT": operator.invert}
 
+#: Types whose equal values are one object (a value, which guards check, settles identity).
+_UNIQUE_PER_VALUE = (type(None), bool, type(Ellipsis), type(NotImplemented), type,
+                     types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
 
 @dataclass
 class CompiledFrame:
@@ -268,7 +272,10 @@ class InstructionTranslator:
         for name, vt in self.locals.items():
             if name in self.deleted or name.startswith(STACK_PREFIX) or name in cells:
                 continue
-            if isinstance(vt, LazyVariable) or getattr(vt, "source", None) is not None or (
+            # (a function made in the frame too: rebuilt by one MAKE_FUNCTION, and a frame
+            # taken from a traceback shows it in f_locals, as in plain Python)
+            if isinstance(vt, (LazyVariable, NestedFunctionVariable)) or \
+                    getattr(vt, "source", None) is not None or (
                     isinstance(vt, ConstantVariable) and is_immutable(vt.value)):
                 kept.add(name)
         return frozenset(kept)
@@ -299,7 +306,7 @@ class InstructionTranslator:
         if self.instructions[index].name != "BEFORE_WITH" or not self.stack:
             return False
         self.stack[-1] = realize(self.stack[-1])  # (what it is: guarded, as the answer needs)
-        return exit_never_swallows(self.stack[-1])
+        return exit_never_swallows(self.stack[-1], self)
 
     def _has_operations(self) -> bool:
         return any(n.op in ("call_function", "call_method") for n in self.output.graph.nodes)
@@ -388,7 +395,15 @@ class InstructionTranslator:
             # does (sizes compare symbolically: a guarded fact, not fixed sizes)
             equal = len(a.items) == len(b.items)
             for left, right in zip(a.items, b.items) if equal else ():
+                if left is right:
+                    continue  # (Python checks identity first: ``[nan] == [nan]`` for one nan)
                 same = self.binary_op(operator.eq, left, right)
+                if (isinstance(same, ConstantVariable) and same.value is False
+                        and left.is_python_constant() and right.is_python_constant()):
+                    x, y = left.as_python_constant(), right.as_python_constant()
+                    if x is y or (x != x and y != y):  # (maybe one object at run time)
+                        raise Unsupported(f"comparing {a.describe()} and {b.describe()}: "
+                                          "items unequal to themselves (NaN)")
                 if not isinstance(same, ConstantVariable) or type(same.value) is not bool:
                     raise Unsupported(f"comparing {a.describe()} and {b.describe()}: an item "
                                       "comparison is not a plain bool")
@@ -633,13 +648,28 @@ class InstructionTranslator:
         self.push(ConstantVariable(self._is(a, b) != bool(inst.arg)))
 
     def _is(self, a: VariableTracker, b: VariableTracker) -> bool:
-        if a.is_python_constant() and b.is_python_constant():
-            return a.as_python_constant() is b.as_python_constant()
+        """``a is b``, when the trackers settle it. Guards check values, not object identity,
+        and a container's ``as_python_constant`` is a new copy: equal values of a type whose
+        objects are not unique per value (1000.5, "ab", a tuple) are left to Python."""
         if a is b:
-            return True
-        consts = [v for v in (a, b) if isinstance(v, ConstantVariable)]
-        if consts and consts[0].value is None:
+            return True  # one tracker stands for one object
+        scalars = [not isinstance(v, (_Sequence, DictVariable)) and v.is_python_constant()
+                   for v in (a, b)]
+        if all(scalars):
+            x, y = a.as_python_constant(), b.as_python_constant()
+            if type(x) is not type(y):
+                return False
+            if isinstance(x, _UNIQUE_PER_VALUE) or (type(x) is int and -5 <= x <= 256):
+                return x is y  # (small ints are cached: equal ones are one object)
+            if x == y or (x != x and y != y):  # (equal, or both NaN: maybe one object)
+                raise Unsupported(f"'is' between {a.describe()} and {b.describe()}: equal "
+                                  "values may or may not be one object")
+            return False
+        consts = [v for v, scalar in zip((a, b), scalars) if scalar]
+        if consts and consts[0].as_python_constant() is None:
             return False  # a graph value or container is never None
+        if isinstance(a, (ListVariable, DictVariable)) or isinstance(b, (ListVariable, DictVariable)):
+            return False  # (one list or dict object has one tracker: `VariableBuilder`)
         raise Unsupported(f"'is' between {a.describe()} and {b.describe()}")
 
     def CONTAINS_OP(self, inst: Instr) -> None:

@@ -24,16 +24,16 @@ from .resume import _CodeMap
 __all__ = ["relocate_graph_error", "merge_body_traceback"]
 
 
-def relocate_graph_error(exc: BaseException) -> None:
+def relocate_graph_error(exc: BaseException) -> int:
     """Called by transformed code when its graph raised: the frame's traceback entry (at the
     graph's call) is moved to the position of the user's statement that raised, read from the
     node of the deepest generated graph frame in the traceback (``node.meta["frame_position"]``:
     inside an inlined call, the call's position). Left as it is when none is known. The
     generated frames themselves leave the traceback when the exception leaves the frame (the
-    C hook)."""
+    C hook). Returns the instruction index of that position in the frame's code, or -1."""
     tb = exc.__traceback__
     if tb is None:
-        return
+        return -1
     position = None
     t = tb.tb_next
     while t is not None:
@@ -43,8 +43,9 @@ def relocate_graph_error(exc: BaseException) -> None:
             if node is not None and node.meta.get("frame_position") is not None:
                 position = node.meta["frame_position"]
         t = t.tb_next
-    if position is not None:
-        _move_entry(exc, tb, tb.tb_next, position)
+    if position is None:
+        return -1
+    return _move_entry(exc, tb, tb.tb_next, position)
 
 
 def merge_body_traceback(exc: BaseException) -> int:

@@ -98,11 +98,6 @@ LIFETIME = Known(
     "guards), so refcounts / weakref callbacks / finalizers can happen later than in plain "
     "Python. (`del` after a graph break frees the object since the hook hands references "
     "over at frame start.) Repro: test_translation_keeps_nothing_alive.")
-LOCALS = Known(
-    "OPEN (dynamo/resume.py): locals() / frame.f_locals / dir() after a graph break show the "
-    "resume function's variables; setuptools' _distutils_hack (site-packages, captured) does "
-    "'...'.format(**locals()) in its meta-path finder, so the first import of a module under "
-    "capture raises KeyError: 'fullname'. Repro: test_locals_after_graph_break.")
 RESUME_VISIBLE = Known(
     "OPEN (dynamo/resume.py, codegen): resume functions are tail calls named like the "
     "function (one frame, the right caller), but a frame object taken from a traceback is "
@@ -175,7 +170,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
     **_ids("test_dis", FRAME_CODE, "BytecodeTests.test_from_traceback_dis",
             *(f"{case}.{name}" for case in ("TestDisTraceback", "TestDisTracebackWithFile")
               for name in ("test_distb_explicit_arg", "test_distb_last_traceback"))),
-    **_ids("test_frame", LOCALS, "FrameAttrsTest.test_locals"),
     **_ids("test_frame", RESUME_VISIBLE, "ReprTest.test_repr"),
     **_ids("test_traceback", RECOMPILE_WARNING,
             "TracebackFormatTests.test_recursive_traceback_cpython_internal",

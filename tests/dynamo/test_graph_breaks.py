@@ -1188,3 +1188,34 @@ def test_an_exception_from_a_loop_body_has_the_plain_traceback(capsys):
     # one entry for the function at the line that raised: the loop driver's own entry (the
     # call of the body function at the `for` line) is dropped, as plain Python has none
     assert compiled == plain
+
+
+def _frames_of_outer():
+    def outer():
+        x = 5
+        y = 6
+
+        def inner():
+            z = x + 2  # noqa: F841
+            1 / 0
+
+        return inner()
+
+    try:
+        outer()
+    except ZeroDivisionError as e:
+        tb = e.__traceback__
+        frames = []
+        while tb:
+            frames.append(tb.tb_frame)
+            tb = tb.tb_next
+    return frames
+
+
+def test_a_function_made_in_the_frame_stays_in_f_locals_after_a_break():
+    # (CPython's test_frame FrameAttrsTest.test_locals: the compiled frame passed on only the
+    # locals read later, so `inner` was missing from the traceback frame's f_locals)
+    plain = sorted(_frames_of_outer()[1].f_locals)
+    with dynamo.optimize("eager"):
+        captured = sorted(_frames_of_outer()[1].f_locals)
+    assert captured == plain == ["inner", "x", "y"]

@@ -336,3 +336,97 @@ def test_a_with_statement_nested_in_a_try_body_keeps_the_traceback():
     # handler are several TryBegin objects, compared by identity instead of by target)
     x = np.ones(2)
     assert dynamo.compile(exit_stack_in_try)(x) == exit_stack_in_try(x)
+
+
+# Found by review ----------------------------------------------------------------------------
+
+
+def inverse_or_none(a, log):
+    b = np.sin(a)
+    try:
+        c = np.linalg.inv(b - b)
+    except np.linalg.LinAlgError:
+        log.append("handler")
+        c = None
+    return c
+
+
+def test_an_interrupt_in_the_traceback_fix_leaves_no_exception_state(monkeypatch):
+    # (the fix-up ran before PUSH_EXC_INFO, inside the cleanup range: an interrupt landing in
+    # it made the cleanup's POP_EXCEPT pop the wrong slot, so sys.exc_info() kept the
+    # LinAlgError after the call)
+    import sys
+
+    import dynamo.tracebacks as tracebacks_module
+
+    compiled = dynamo.compile(inverse_or_none)
+    assert compiled(np.ones((2, 2)), []) is None  # (compiled and cached)
+
+    def interrupted(exc):
+        raise KeyboardInterrupt("landed in the fix-up")
+
+    monkeypatch.setattr(tracebacks_module.merge_body_traceback, "__code__", interrupted.__code__)
+    with pytest.raises(KeyboardInterrupt) as info:
+        compiled(np.ones((2, 2)), [])
+    assert isinstance(info.value.__context__, np.linalg.LinAlgError)  # as raised in a handler
+    assert sys.exc_info() == (None, None, None)
+
+
+class Quiet:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def assigned_then_raises(x, manager):
+    y = x * 1.0
+    with manager:
+        y = np.sin(x)
+        np.linalg.inv(np.ones((2, 2)))
+    return y
+
+
+def test_a_new_exit_method_is_guarded(monkeypatch):
+    # (the body was planned on "Quiet.__exit__ never swallows", and only the type was
+    # guarded: an __exit__ replaced later swallowed, and the stale y came back)
+    compiled = dynamo.compile(assigned_then_raises)
+    with pytest.raises(np.linalg.LinAlgError):
+        compiled(np.ones(2), Quiet())
+    monkeypatch.setattr(Quiet, "__exit__", lambda self, *exc: True)
+    expected = assigned_then_raises(np.ones(2), Quiet())
+    np.testing.assert_array_equal(compiled(np.ones(2), Quiet()), expected)
+
+
+def graph_raises(a):
+    b = a * 2.0
+    c = np.linalg.inv(b - b)
+    d = c + 1
+    return np.sin(d)
+
+
+def loop_body_raises(x, log):
+    acc = x * 0.0
+    for i in range(4):
+        acc = acc + np.sin(x)
+        log.append(i)
+        print(i)
+        if i == 2:
+            acc = acc[10]
+    return acc
+
+
+@pytest.mark.parametrize("fn, args", [
+    (graph_raises, lambda: (np.ones((2, 2)),)),
+    (loop_body_raises, lambda: (np.ones(3), [])),
+], ids=["graph", "loop_body"])
+def test_the_finished_frame_stands_at_the_line_that_raised(fn, args, capsys):
+    # (tb_lineno was right but frame.f_lineno stayed where the graph or the body was called)
+    def lines(f):
+        with pytest.raises(Exception) as info:
+            f(*args())
+        tb = info.value.__traceback__.tb_next
+        return tb.tb_lineno, tb.tb_frame.f_lineno
+
+    assert lines(dynamo.compile(fn)) == lines(fn)

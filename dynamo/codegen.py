@@ -567,9 +567,10 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     if plan.iterates:
         done = Label()
         gen.extend(ins.for_iter(done) + ins.store_fast(ITEM))
-    # An exception from the body passes a handler that drops the call's traceback entry and
-    # raises it on (RERAISE adds none): the traceback shows the body's frame, named like the
-    # function, at the line that raised, and not also the loop's line, as in plain Python.
+    # An exception from the body passes a handler that merges the call's traceback entry with
+    # the body's (`tracebacks.merge_body_traceback`) and raises it on from the statement that
+    # raised (RERAISE 1 adds no entry): one entry for the function at that line, as in plain
+    # Python, not also the loop's line.
     mend = Label()
     gen.pad_positions(plan.body.co_positions())
     protected = TryBegin(mend, True)

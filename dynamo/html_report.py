@@ -298,7 +298,8 @@ def _layered(nodes: list[tuple[str, str, str, str, list[str]]]) -> str:
     for depth, names in rows.items():
         offset = (width - len(names) * (box_w + gap_x)) / 2
         for i, name in enumerate(names):
-            pos[name] = (offset + gap_x / 2 + i * (box_w + gap_x), gap_y / 2 + depth * (box_h + gap_y))
+            pos[name] = (offset + gap_x / 2 + i * (box_w + gap_x),
+                         gap_y / 2 + depth * (box_h + gap_y))
     colors = {"placeholder": "#e6f0ff", "output": "#e9f7ec", "get_attr": "#f3f3f3"}
     out = [f"<svg class='graph' width='{width:.0f}' height='{height:.0f}' "
            "xmlns='http://www.w3.org/2000/svg' font-size='11' font-family='monospace'>",

@@ -94,7 +94,8 @@ _pads = _CodeMap()
 
 
 def _pad_index(code: types.CodeType, position) -> int | None:
-    """The first instruction index of `code` at this source position (see `codegen.Codegen.emit_pads`)."""
+    """The first instruction index of `code` at this source position (the pads:
+    `codegen.Codegen.emit_pads`)."""
     found = _pads.get(code)
     if found is None:
         found = {}

@@ -143,6 +143,11 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
                 live = info.live_locals(target) - cells
                 if not live <= names:
                     return None
+                if after != 0:
+                    # A way out that leaves values on the stack (in a try/with body function,
+                    # a `return` jumps to the block's epilogue with its value): the driver
+                    # continues with an empty stack, so this loop is not a body function.
+                    return None
                 exits.setdefault(target, len(exits))
             else:
                 work.append((target, names, after))

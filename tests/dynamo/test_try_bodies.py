@@ -430,3 +430,26 @@ def test_the_finished_frame_stands_at_the_line_that_raised(fn, args, capsys):
         return tb.tb_lineno, tb.tb_frame.f_lineno
 
     assert lines(dynamo.compile(fn)) == lines(fn)
+
+
+def return_from_a_loop_in_a_try_body(x, y):
+    a0 = x * 1.0
+    try:
+        c4 = 0
+        while (x.ndim == 2) and c4 < 20:
+            c4 += 1
+            if float(np.clip(a0, -1.0, 1.0).max()) < 1.5:  # (a graph break in the loop)
+                return a0
+            a6 = y * float(y.mean())  # noqa: F841
+    except (IndexError, ValueError) as exc:
+        print("caught", type(exc).__name__, exc)
+    return x.copy()
+
+
+def test_a_return_inside_a_loop_inside_a_try_body(check):
+    # (found by the control-flow property test: in the try body's function a `return` is a
+    # jump to the block's epilogue with the value on the stack; the loop made a body function
+    # of that way out and its driver resumed with an empty stack: "negative stack size")
+    x = np.array([[-1, 3], [0, 2], [0, 3]], dtype=np.int64)
+    with config.patch(suppress_errors=False):
+        check(return_from_a_loop_in_a_try_body, x, np.ones((3, 2)), graphs=None)

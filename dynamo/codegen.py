@@ -487,12 +487,8 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
         gen.extend(ins.delete_fast(f"{BODY_STACK}{k}"))
     for name in plan.params:
         gen.extend(ins.load_fast(name))
-    # A local the block assigns or deletes is the body function's while it runs: this frame
-    # lets go of it (``del o`` in the block frees the object, as in plain Python), and gets it
-    # back where the block ends (an exception's way never reads one: see region_body).
-    for name in plan.params:
-        if name in plan.assigned:
-            gen.extend(ins.delete_fast(name))
+    # (A local the block assigns stays bound here too while the body runs: the way from the
+    # handler to the code after the statement passes every bound local on, read or not.)
     for name in plan.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
     gen.extend(ins.call(plan.stack_args + len(plan.params) + len(plan.cell_args))

@@ -453,3 +453,20 @@ def test_a_return_inside_a_loop_inside_a_try_body(check):
     x = np.array([[-1, 3], [0, 2], [0, 3]], dtype=np.int64)
     with config.patch(suppress_errors=False):
         check(return_from_a_loop_in_a_try_body, x, np.ones((3, 2)), graphs=None)
+
+
+def kept_local_on_the_exception_way(x, y, flag):
+    a8 = float(y.sum())  # (a graph break: a8 is the resume function's argument, passed on
+    try:                 # after the try although never read again, as bound locals are)
+        if flag:
+            a8 = x + 1.0  # noqa: F841
+        np.linalg.inv(np.ones((2, 2)))
+    except np.linalg.LinAlgError:
+        pass
+    return x - 1.5
+
+
+def test_a_local_the_block_may_assign_stays_bound_on_the_exception_way(check):
+    # (an attempt to let the caller drop such locals during the call left them unbound on the
+    # way from the handler to the code after the statement, which passes bound locals on)
+    check(kept_local_on_the_exception_way, np.ones(2), np.ones(2), False, graphs=None)

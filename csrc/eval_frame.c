@@ -45,6 +45,7 @@
 #include "cache.h"
 #include "frame_view.h"
 #include "guards.h"
+#include "small_call.h"
 
 #include <pthread.h> /* after Python.h, which defines _GNU_SOURCE (pthread_getattr_np) */
 #include <stdint.h>
@@ -1378,7 +1379,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (m == NULL) {
         return NULL;
     }
-    if (npd_guards_init(m) < 0) {
+    if (npd_guards_init(m) < 0 || npd_small_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

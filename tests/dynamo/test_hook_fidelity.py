@@ -923,8 +923,7 @@ def divides_under_raise(x):
     (inverts_after_ops, lambda: np.ones((2, 2))),  # LinAlgError from numpy.linalg.inv
     (divides_under_raise, lambda: np.array([1.0, 2.0])),  # FloatingPointError
 ], ids=["linalg_error", "errstate_raise"])
-@pytest.mark.parametrize("backend", ["eager", pytest.param("c", marks=pytest.mark.xfail(
-    strict=False, reason="the C backend's program does not register its line map yet"))])
+@pytest.mark.parametrize("backend", ["eager", "c"])
 def test_an_exception_inside_a_graph_shows_the_line_that_raised(fn, make, backend):
     # The frame's traceback entry had the line where tracing ended (the return), not the
     # statement whose NumPy call raised inside the graph.

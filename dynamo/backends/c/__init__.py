@@ -8,12 +8,18 @@ binds options::
     fn = compile_graph(gm, example_inputs, threads=2, fastmath=False)
 
 Pipeline: `fusion.plan_fusion` (which asks `lowering` per node) -> `codegen_c` -> ``build.py``
-(gcc + disk cache) -> a program that runs kernels (`kernel.py`) and the remaining NumPy calls in
-a valid order. Before fusion, constant folding, CSE and DCE run on ``gm.graph`` (in place;
-``gm`` is recompiled). "Compile only what pays": a kernel whose domain is below ``min_size``
-elements is not compiled (its nodes run as NumPy calls; with no kernel at all the result *is*
-``gm.forward``), and with ``calibrate`` each kernel is timed against its own NumPy path on its
-first call and the faster one is kept. If there is no compiler or the build fails, the graph
+(gcc + disk cache) -> a generated straight-line program (`program.Program`; its source is
+``fn.program_code``) of NumPy statements and one call per kernel to that kernel's *step*
+(`_kernel_step`: the runner of `kernel.py`, or the kernel's generated NumPy path). Before
+fusion, constant folding, CSE and DCE run on ``gm.graph`` (in place; ``gm`` is recompiled).
+"Compile only what pays": a kernel whose domain is below ``min_size`` elements (1 by default)
+is not compiled, nor one too small to pay for a program step (`small.prune`, before gcc runs);
+its nodes run as NumPy calls (with no kernel at all the result *is* ``gm.forward``). Static
+kernels that run serially are called through one C call (`small.py`: ``_C.SmallKernel``), and
+a graph that is one kernel over its arguments *is* that call. With ``calibrate`` each kernel
+is timed against its own NumPy path on its first call and the faster one is kept (and, with ``threads > 1``, the faster of that many
+threads and one: `_calibrate`); the verdict is stored with the kernel in the disk cache, so a
+new process reuses it without timing. If there is no compiler or the build fails, the graph
 runs eagerly (``gm.forward``) with one `CBackendWarning`. While an ``np.errstate`` mode raises
 (or calls, prints, logs, reports underflow) no kernel runs and the compiled function runs
 ``gm.forward``: the graph's statements in program order, so the first failing one raises.
@@ -26,36 +32,40 @@ shapes (the placeholders that carry a bare symbol), evaluates each kernel's doma
 tuple of sizes) and passes it to the runner. Planning never compares symbols with ``==``/``<``
 (that would record a guard fact after the guards were built, silently lost): it works on a copy
 of the trace's `ShapeEnv` that raises instead of recording (`_PlanningEnv`); a question only a
-guard could answer makes the graph run with NumPy. A symbolic kernel is built when its domain
-at trace time (the hints) reaches ``min_size``; a call whose domain is below it runs NumPy.
-Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size, calibrate,
-compiler, cflags, block, fp_errors, vector_math, run_passes.
+guard could answer makes the graph run with NumPy. A call whose symbolic kernel's domain is below
+``dynamic_min_size`` runs that kernel's NumPy path (`small.DynamicGate`).
+Options (see `config.COptions`): threads, parallel_threshold, fastmath, min_size,
+dynamic_min_size, small_kernels, calibrate, compiler, cflags, block, fp_errors, vector_math,
+run_passes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import time
 import warnings
+import weakref
 from math import prod
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from fx.meta import ArrayMeta
-from fx.node import Node, map_arg
 from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
 
 # The build layer (and the stdlib modules it needs: subprocess, pathlib, json, ...) is imported
 # with the backend, not inside the first compile: a disk-cache hit in a new process then costs
 # only the graph work plus a dlopen (measured: ~14 ms for a 30-op graph instead of ~35 ms).
 from . import build as _build_layer
+from .cache import read_verdicts, record_verdict
 from .codegen_c import cdef_for, module_source
 from .config import COptions, resolve_options
 from .fusion import FusionPlan, plan_fusion
 from .kernel import PointwiseRunner, ReductionRunner, fp_warn_mask
-from .loop_ir import Kernel, PointwiseKernel, ReductionKernel, walk
+from .loop_ir import Kernel, walk
+from .program import Program
 from .report import FusionReport, build_report
 
 __all__ = ["compile_graph", "make_backend", "COptions", "FusionReport", "CBackendWarning"]
@@ -67,42 +77,6 @@ class CBackendWarning(RuntimeWarning):
     """The C backend could not build kernels and runs the graph with NumPy instead."""
 
 
-def _node_runner(node: Any, gm: Any) -> Callable[[dict], Any]:
-    """A closure computing one node with NumPy from an env dict (the eager semantics)."""
-    target, args, kwargs = node.target, node.args, node.kwargs
-    flat = not kwargs and all(isinstance(a, Node) or not isinstance(a, (tuple, list, dict, slice))
-                              for a in args)
-    if flat:
-        # The common case (positional nodes and scalars): no generic tree walk per call.
-        spec = tuple((isinstance(a, Node), a) for a in args)
-
-        def fetch(env: dict) -> tuple[tuple, dict]:
-            return tuple(env[a] if is_node else a for is_node, a in spec), {}
-    else:
-        def fetch(env: dict) -> tuple[tuple, dict]:
-            get = env.__getitem__
-            return map_arg(args, get), map_arg(kwargs, get)
-
-    if node.op == "call_function":
-        def run(env: dict) -> Any:
-            a, kw = fetch(env)
-            return target(*a, **kw)
-    elif node.op == "call_method":
-        def run(env: dict) -> Any:
-            a, kw = fetch(env)
-            return getattr(a[0], target)(*a[1:], **kw)
-    elif node.op == "get_attr":
-        value = getattr(gm, "attrs", {}).get(target) if hasattr(gm, "attrs") else None
-        if value is None:
-            value = getattr(gm, target)
-
-        def run(env: dict) -> Any:
-            return value
-    else:
-        raise ValueError(f"cannot run node op {node.op!r}")
-    return run
-
-
 def _can_raise_fp(k: Kernel) -> bool:
     values = k.outputs if k.kind == "pointwise" else k.values
     if k.kind == "reduction" and any(r.acc_dtype.kind == "f" for r in k.reductions):
@@ -111,121 +85,156 @@ def _can_raise_fp(k: Kernel) -> bool:
                and v.arg_dtype.kind == "f" for v in walk(values))
 
 
-#: Calibration: at most this many timed rounds (NumPy path, then kernel) after the first
-#: kernel call, and stop once this much time was spent (after at least `_MIN_ROUNDS`).
+#: Calibration: at most this many timed rounds (NumPy path, then the kernel at each candidate
+#: thread count) after the first kernel call, and stop once this much time was spent (after at
+#: least `_MIN_ROUNDS`).
 _MAX_ROUNDS, _MIN_ROUNDS, _BUDGET_S = 5, 2, 0.05
 
 
-def _calibrate(runner: Any, in_nodes: list, numpy_path: Callable[[dict], None], env: dict,
-               first_kernel_s: float, shape: tuple[int, ...] | None = None) -> bool:
-    """Is the kernel at least as fast as its NumPy path? Best-of-N of each, interleaved.
+def _timed(candidate: Any, fn: Callable[..., Any], *args: Any) -> float:
+    """Seconds one run of ``fn(*args)`` took. ``candidate`` ("numpy" or a thread count) names
+    what runs: tests replace this function to inject timings."""
+    t0 = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t0
 
-    The first kernel call pays one-off costs (code pages of the fresh library, libmvec) and
-    the machine may be shared, so one timing of each is not a verdict: rounds of (NumPy,
-    kernel) alternate until `_MIN_ROUNDS` are done and `_BUDGET_S` is spent (or
-    `_MAX_ROUNDS`), and the minima are compared. Every timed run's results are discarded (the
-    NumPy runs under errstate 'ignore'): the caller computes the result the user sees with the
-    chosen path, so it does not depend on whether this was the first call.
+
+def _numpy_quiet(numpy_path: Callable[..., Any], args: tuple) -> None:
+    with np.errstate(all="ignore"):
+        numpy_path(*args)
+
+
+#: Calibration verdicts read from (and written next to) each library's disk-cache entry, per
+#: loaded `Library`: {verdict key: verdict dict}.
+_verdicts: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
+_verdicts_lock = threading.Lock()
+
+
+def _stored_verdicts(library: Any) -> dict | None:
+    entry = getattr(library, "entry_dir", None)
+    if entry is None:
+        return None
+    with _verdicts_lock:
+        found = _verdicts.get(library)
+        if found is None:
+            found = _verdicts[library] = read_verdicts(entry)
+        return found
+
+
+def _calibrate(runner: Any, args: tuple, numpy_path: Callable[..., Any],
+               shape: tuple[int, ...] | None = None) -> bool:
+    """Is the kernel at least as fast as its NumPy path, and with how many threads?
+
+    Sets ``runner.threads`` (the faster of ``threads`` and 1 when the call would run in
+    parallel: a kernel never loses to its own single-threaded run) and ``runner.calibration``
+    (best kernel seconds at that count, best NumPy seconds); returns whether the kernel runs.
+
+    A verdict stored with the library's disk-cache entry for this kernel, layout and thread
+    option (by an earlier process) is reused without timing. Otherwise the first kernel call
+    pays one-off costs (code pages of the fresh library, libmvec) and the machine may be
+    shared, so one timing of each is not a verdict: rounds of (NumPy, kernel per thread count)
+    alternate until `_MIN_ROUNDS` are done and `_BUDGET_S` is spent (or `_MAX_ROUNDS`), and
+    the minima are compared; the verdict is then stored. Every timed run's results are
+    discarded (the NumPy runs under errstate 'ignore'): the caller computes the result the user
+    sees with the chosen path, so it does not depend on whether this was the first call.
     """
-    kernel_best, numpy_best, spent = first_kernel_s, float("inf"), first_kernel_s
-    args = [env[n] for n in in_nodes]
+    inputs = args[:len(runner.in_dtypes)]
+    key = runner.verdict_key(inputs, shape)
+    store = _stored_verdicts(getattr(runner, "library", None)) if key is not None else None
+    stored = store.get(key) if store is not None else None
+    if stored is not None and stored["threads"] in (1, runner.options.threads):
+        runner.threads = stored["threads"]
+        runner.calibration = (stored["kernel_s"], stored["numpy_s"])
+        runner.calibration_from = "disk cache"
+        return stored["use_kernel"]
+    candidates = [runner.options.threads]
+    if runner.options.threads > 1 and runner.parallel_for(shape):
+        candidates.append(1)
+    best = dict.fromkeys(candidates, float("inf"))
+    numpy_best, spent = float("inf"), 0.0
     for rnd in range(_MAX_ROUNDS):
-        t0 = time.perf_counter()
-        with np.errstate(all="ignore"):
-            numpy_path(dict(env))
-        t1 = time.perf_counter()
-        runner(args, shape)
-        t2 = time.perf_counter()
-        numpy_best, kernel_best = min(numpy_best, t1 - t0), min(kernel_best, t2 - t1)
-        spent += t2 - t0
+        t = _timed("numpy", _numpy_quiet, numpy_path, args)
+        numpy_best, spent = min(numpy_best, t), spent + t
+        for threads in candidates:
+            t = _timed(threads, runner, inputs, shape, threads)
+            best[threads], spent = min(best[threads], t), spent + t
         if rnd + 1 >= _MIN_ROUNDS and spent > _BUDGET_S:
             break
-    runner.calibration = (kernel_best, numpy_best)
-    return kernel_best <= numpy_best
+    threads = min(candidates, key=lambda n: (best[n], n))  # a tie goes to fewer threads
+    verdict = best[threads] <= numpy_best
+    runner.threads = threads
+    runner.calibration = (best[threads], numpy_best)
+    runner.thread_timings = best
+    runner.calibration_from = "measured"
+    if store is not None:
+        record = {"use_kernel": verdict, "threads": threads, "kernel_s": best[threads],
+                  "numpy_s": numpy_best}
+        store[key] = record
+        record_verdict(runner.library.entry_dir, key, record)
+    return verdict
 
 
-#: Key of the env entry holding {kernel name: concrete domain shape, or None to run NumPy}
-#: for the current call of a graph with symbolic sizes.
-_SHAPES = object()
+def _kernel_step(k: Kernel, runner: Any, numpy_path: Callable[..., Any], calibrate: bool,
+                 dynamic: bool = False) -> Callable[..., Any]:
+    """The callable the program calls for kernel ``k``: ``step(*args)`` (``step(shape,
+    *args)`` with ``dynamic``), ``args`` being the NumPy path's arguments (the kernel's
+    operands first); returns the kernel's output value (a tuple for several).
 
-
-def _kernel_step(k: Kernel, runner: Any, gm: Any, calibrate: bool,
-                 dynamic: bool = False) -> Callable[[dict], None]:
-    """Run kernel ``k`` (or, when the kernel declines or is slower, its member nodes with NumPy).
-
-    With ``calibrate``, the first call times both paths (`_calibrate`, results discarded) and
-    then computes its result with the chosen one, exactly as every later call does: a result
-    never depends on how often the function ran. The verdict is kept on the runner
-    (``use_kernel``). With ``dynamic`` (symbolic sizes) the kernel's concrete domain is read
-    from ``env[_SHAPES]`` (None: below ``min_size`` for this call, NumPy runs). Kernel outputs
-    are discarded in favour of the NumPy path when the kernel
-    raised a floating-point flag whose errstate mode is 'warn' (`kernel.fp_warn_mask`), so the
-    warnings are exactly NumPy's.
+    Runs the C kernel, or ``numpy_path`` (the generated NumPy statements of the kernel's
+    members) when the kernel declines the inputs, is slower, or its domain is below
+    ``min_size`` for this call (``shape`` None). With ``calibrate``, the first call chooses
+    (`_calibrate`, results discarded) and then computes its result with the chosen path,
+    exactly as every later call does: a result never depends on how often the function ran.
+    The verdict is kept on the runner (``use_kernel``, ``threads``). Kernel outputs are
+    discarded in favour of the NumPy path when the kernel raised a floating-point flag whose
+    errstate mode is 'warn' (`kernel.fp_warn_mask`), so the warnings are exactly NumPy's.
     """
-    in_nodes = [od.node for od in k.operands]
-    outs = list(k.out_nodes)
-    member_runs = [(n, _node_runner(n, gm)) for n in k.members]
+    n_in = len(k.operands)
     fp = _can_raise_fp(k)
-
-    # Drop each intermediate right after its last use inside the group, as eager code does:
-    # keeping them all alive until the end makes malloc hand out fresh (page-faulting) memory
-    # for every temporary of a large group (measured: softmax of (16, 1024) 40% slower).
-    keep = set(outs)
-    last_use: dict[Any, int] = {}
-    for i, (n, _) in enumerate(member_runs):
-        for a in n.all_input_nodes:
-            last_use[a] = i
-    member_set = {n for n, _ in member_runs}
-    drops = [[] for _ in member_runs]
-    for a, i in last_use.items():
-        if a in member_set and a not in keep:
-            drops[i].append(a)
-    plan = [(n, run, tuple(d)) for (n, run), d in zip(member_runs, drops)]
-
-    def numpy_path(env: dict) -> None:
-        local = dict(env)
-        for n, run, dead in plan:
-            local[n] = run(local)
-            for a in dead:
-                del local[a]
-        for n in outs:
-            env[n] = local[n]
-
-    if runner is None:
-        return numpy_path
-
+    single = len(k.out_nodes) == 1
     runner.use_kernel = None if calibrate else True
-    name = k.name
 
-    def step(env: dict) -> None:
+    def run(shape: Any, args: tuple) -> Any:
         warn = fp_warn_mask() if fp else 0
         if warn is None:  # an errstate mode raises/calls: only NumPy raises where NumPy raises
-            return numpy_path(env)
+            return numpy_path(*args)
         verdict = runner.use_kernel
-        if verdict is False:
-            return numpy_path(env)
-        shape = None
-        if dynamic:
-            shape = env[_SHAPES][name]
-            if shape is None:
-                return numpy_path(env)
-        t0 = time.perf_counter()
-        got = runner([env[n] for n in in_nodes], shape)
+        if verdict is False or (dynamic and shape is None):
+            return numpy_path(*args)
+        inputs = args[:n_in]
+        got = runner(inputs, shape)
         if got is None:
-            return numpy_path(env)
+            return numpy_path(*args)
         if verdict is None:
-            runner.use_kernel = verdict = _calibrate(runner, in_nodes, numpy_path, env,
-                                                     time.perf_counter() - t0, shape)
+            first_threads = runner.threads
+            runner.use_kernel = verdict = _calibrate(runner, args, numpy_path, shape)
             if not verdict:
-                return numpy_path(env)
+                return numpy_path(*args)
+            if runner.threads != first_threads:  # computed as every later call computes it
+                got = runner(inputs, shape)
+                if got is None:
+                    return numpy_path(*args)
         results, flags = got
         if flags & warn:
             # NumPy would (or libm spuriously did) flag this: let NumPy compute it and warn
             # (category, message naming the ufunc, order) exactly as eager code does.
-            return numpy_path(env)
-        for n, v in zip(outs, results):
-            env[n] = v
+            return numpy_path(*args)
+        return results[0] if single else tuple(results)
 
+    if dynamic:
+        def step(shape: Any, *args: Any) -> Any:
+            return run(shape, args)
+    else:
+        def step(*args: Any) -> Any:
+            # The common case inline (decided, no flag to replay): one Python call per kernel.
+            if runner.use_kernel is True:
+                warn = fp_warn_mask() if fp else 0
+                if warn is not None:
+                    got = runner(args[:n_in], None)
+                    if got is None or got[1] & warn:  # declined, or NumPy must warn
+                        return numpy_path(*args)
+                    return got[0][0] if single else tuple(got[0])
+            return run(None, args)
     return step
 
 
@@ -379,6 +388,11 @@ def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
                 dyn_kernels.remove(k)
                 worth.remove(k)
                 notes[k.name] = "a symbolic size of its domain is not an input's size"
+    # Kernels too small to pay for a program step are dropped before gcc runs (small.prune), so
+    # a graph of only such kernels costs no build.
+    from .small import prune as _prune_small
+    _prune_small(gm, plan, worth, notes, opts)
+    dyn_kernels = [k for k in dyn_kernels if k in worth]
     lib = None
     build_note = ""
     if worth:
@@ -395,7 +409,7 @@ def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
             return gm.forward
     if dyn_kernels:
         build_note += (f"; {len(dyn_kernels)} kernel(s) over symbolic sizes (read per call; "
-                       f"NumPy below min_size {opts.min_size})")
+                       f"NumPy below dynamic_min_size {opts.dynamic_min_size})")
     if not worth:
         # Nothing pays for a kernel: the generated eager forward is the fastest program.
         report = build_report(plan, {}, notes, "nothing compiled")
@@ -409,66 +423,89 @@ def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
         # The runner keeps the library loaded: it is unloaded when the last compiled function
         # using it is gone (build.py), never while one of its kernels can still be called.
         runners[k.name].library = lib
-
-    dyn_set = set(map(id, dyn_kernels))
-    steps: list[Callable[[dict], None]] = []
-    for item in plan.schedule:
-        if isinstance(item, (PointwiseKernel, ReductionKernel)):
-            steps.append(_kernel_step(item, runners.get(item.name), gm, opts.calibrate,
-                                      id(item) in dyn_set))
-        else:
-            run = _node_runner(item, gm)
-            steps.append(lambda env, n=item, r=run: env.__setitem__(n, r(env)))
-    out_node = next(n for n in graph.nodes if n.op == "output")
-    out_spec = out_node.args[0]
+    # Issue 11 (small.py): one-call runners for static kernels; a graph that is one kernel
+    # over its arguments is returned as that single C call.
+    from .small import attach as _attach_small
+    direct = _attach_small(gm, plan, runners, lib, opts, worth, notes, build_note)
+    if direct is not None:
+        return direct
 
     report = build_report(plan, {k.name: True for k in worth}, notes, build_note)
     gm.meta["fusion_report"] = report
     log.info("%s", report)
+    return _program(gm, plan, worth, runners, dyn_kernels, sources, opts, report)
 
-    forward = gm.forward
+
+def _program(gm: Any, plan: FusionPlan, worth: list[Kernel], runners: dict[str, Any],
+             dyn_kernels: list[Kernel], sources: dict[int, tuple[int, int]], opts: COptions,
+             report: FusionReport) -> Callable[..., Any]:
+    """The compiled function: the generated `Program` with a step bound per C kernel."""
+    helpers: dict[str, Any] = {"fp_warn_mask": fp_warn_mask, "eager_forward": gm.forward}
     if dyn_kernels:
-        symbols = tuple(sources)
-        where = tuple(sources.values())
-        kernel_shapes = [(k.name, k.shape) for k in dyn_kernels]
-        min_size = opts.min_size
-        shape_cache: dict[tuple, dict[str, Any]] = {}
-
-        def shapes_for(args: tuple) -> dict[str, Any]:
-            key = tuple(args[i].shape[j] for i, j in where)
-            shapes = shape_cache.get(key)
-            if shapes is None:
-                sizes = dict(zip(symbols, key))
-                shapes = {}
-                for name, sym_shape in kernel_shapes:
-                    shape = evaluate(sym_shape, sizes)
-                    # A negative size would mean a fact the guards did not check: run NumPy.
-                    ok = all(d >= 0 for d in shape) and prod(shape) >= min_size
-                    shapes[name] = shape if ok else None
-                if len(shape_cache) >= _MAX_SIZE_ENTRIES:
-                    shape_cache.clear()
-                shape_cache[key] = shapes
-            return shapes
-    else:
-        shapes_for = None  # type: ignore[assignment]
-
-    def compiled(*args: Any) -> Any:
-        if fp_warn_mask() is None:
-            # An errstate mode raises (or calls, prints, logs, or reports underflow): kernels
-            # do not run, and the schedule may have moved a NumPy call ahead of an earlier
-            # statement fused into a kernel, so the graph runs as written: the first
-            # statement that fails raises first, as in eager NumPy.
-            return forward(*args)
-        env: dict = dict(zip(placeholders, args))
-        if shapes_for is not None:
-            env[_SHAPES] = shapes_for(args)
-        for step in steps:
-            step(env)
-        return map_arg(out_spec, env.__getitem__)
-
+        helpers["kernel_shapes"] = _shapes_function(dyn_kernels, tuple(sources), opts.min_size)
+    program = Program(gm, plan.schedule, {k.name for k in worth},
+                      {k.name for k in dyn_kernels}, list(sources.values()), helpers)
+    dyn_names = {k.name for k in dyn_kernels}
+    for k in worth:
+        program.bind(k.name, _kernel_step(k, runners[k.name], program.numpy_paths[k.name],
+                                          opts.calibrate, k.name in dyn_names))
+    _hide_frames(program.functions())
+    compiled = program.fn
     compiled.fusion_report = report  # type: ignore[attr-defined]
     compiled.runners = runners  # type: ignore[attr-defined]
+    compiled.program_code = program.code  # type: ignore[attr-defined]
     return compiled
+
+
+def _shapes_function(dyn_kernels: list[Kernel], symbols: tuple[int, ...],
+                     min_size: int) -> Callable[[tuple], dict[str, Any]]:
+    """``kernel_shapes(sizes)``: {kernel name: concrete domain shape, or None to run NumPy}
+    for the symbols' values ``sizes`` (read by the program from its inputs' shapes)."""
+    kernel_shapes = [(k.name, k.shape) for k in dyn_kernels]
+    shape_cache: dict[tuple, dict[str, Any]] = {}
+
+    def shapes_for(key: tuple) -> dict[str, Any]:
+        shapes = shape_cache.get(key)
+        if shapes is None:
+            sizes = dict(zip(symbols, key))
+            shapes = {}
+            for name, sym_shape in kernel_shapes:
+                shape = evaluate(sym_shape, sizes)
+                # A negative size would mean a fact the guards did not check: run NumPy.
+                ok = all(d >= 0 for d in shape) and prod(shape) >= min_size
+                shapes[name] = shape if ok else None
+            if len(shape_cache) >= _MAX_SIZE_ENTRIES:
+                shape_cache.clear()
+            shape_cache[key] = shapes
+        return shapes
+
+    return shapes_for
+
+
+def _hide_frames(functions: list[Callable[..., Any]]) -> None:
+    """Keep the program's frames out of tracebacks through a compiled function, as the
+    generated graph code's are (`dynamo.eval_frame.hide_code`): the generated functions, and
+    once per process the backend functions a program call runs through."""
+    global _runtime_hidden
+    try:
+        from dynamo.eval_frame import hide_code
+    except ImportError:  # pragma: no cover - the backend used without the hook
+        return
+    if not _runtime_hidden:
+        runtime = [_kernel_step, _calibrate, _timed, _numpy_quiet]
+        for cls in (PointwiseRunner, ReductionRunner):
+            runtime += [f for f in vars(cls).values() if callable(f)]
+            runtime += [f for f in vars(cls.__mro__[1]).values() if callable(f)]
+        for fn in runtime:
+            code = getattr(fn, "__code__", None)
+            if code is not None:
+                hide_code(code)  # (nested functions too: a step's closures)
+        _runtime_hidden = True
+    for fn in functions:
+        hide_code(fn.__code__)
+
+
+_runtime_hidden = False
 
 
 def make_backend(**options: Any) -> Callable[[Any, Sequence[Any]], Callable[..., Any]]:

@@ -110,6 +110,12 @@ class Library:
     flags: tuple[str, ...]
     source_path: Path = field(default=Path())
 
+    @property
+    def entry_dir(self) -> Path:
+        """The library's disk-cache entry (see `cache`): where data about its kernels, such as
+        calibration verdicts (`cache.record_verdict`), is kept next to them."""
+        return self.path.parent
+
 
 #: Appended to every library's source: ``-ffast-math``/``-Ofast`` (option ``fastmath``, or
 #: ``$DYNAMO_CFLAGS``) link gcc's crtfastmath.o, whose constructor switches on flush-to-zero /
@@ -307,13 +313,21 @@ def _pin_runtime_libraries() -> None:
     global _pinned
     if _pinned:
         return
-    import ctypes
+    try:
+        # The bare dlopen: ctypes.CDLL would also make a function-pointer class per library,
+        # garbage the cyclic collector must free (type objects are cycles).
+        from _ctypes import dlopen
+    except ImportError:  # pragma: no cover - not POSIX
+        import ctypes
+
+        def dlopen(name: str, mode: int) -> Any:
+            return ctypes.CDLL(name, mode=mode)
 
     mode = getattr(os, "RTLD_NOLOAD", 0) | getattr(os, "RTLD_NODELETE", 0)
     pinned = True
     for name in ("libgomp.so.1", "libmvec.so.1"):
         try:
-            ctypes.CDLL(name, mode=mode)
+            dlopen(name, mode)
         except OSError:
             pinned = False  # not loaded yet (a kernel without OpenMP/libmvec): try again later
     _pinned = pinned and bool(mode)

@@ -10,6 +10,7 @@ Layout (one directory per entry, published atomically)::
                                    kernel.c       the C source, kept readable for debugging
                                    kernel_ffi.py  pre-parsed cffi ABI module (cffi out-of-line)
                                    meta.json      key, source hash, sizes, sha256 of each file
+                                   verdicts.json  calibration verdicts (`record_verdict`)
     <root>/toolchains/<hash>.json                 compiler --version / OpenMP probe results
     <root>/aliases/<a[:2]>/<a>.json               request key -> full key (load without gcc)
     <root>/failed/<key>.c                         the source of the last build that failed
@@ -54,12 +55,17 @@ __all__ = [
     "make_key",
     "file_sha256",
     "ENTRY_FILES",
+    "read_verdicts",
+    "record_verdict",
 ]
 
 CACHE_DIR_ENV = "DYNAMO_CACHE_DIR"
 # Bump when the entry layout or the meaning of any file in it changes.
 CACHE_FORMAT = 1
 SO_NAME, SOURCE_NAME, FFI_NAME, META_NAME = "kernel.so", "kernel.c", "kernel_ffi.py", "meta.json"
+VERDICTS_NAME = "verdicts.json"
+#: Verdicts kept per entry (the oldest go first): one per kernel, layout and thread option.
+MAX_VERDICTS = 256
 # The files whose checksums meta.json records (the source is covered by the key itself).
 ENTRY_FILES = (SO_NAME, FFI_NAME)
 
@@ -381,3 +387,57 @@ class KernelCache:
             return path
         except OSError:
             return None
+
+
+# -- calibration verdicts -------------------------------------------------------------------------
+# Which path (C kernel or NumPy, and how many threads) was faster for a kernel of this entry, as
+# measured by the C backend's calibration, so a new process does not measure again. Data only,
+# and only a speed hint: not part of the checksummed files; a bad file reads as empty.
+
+_verdicts_lock = threading.Lock()
+
+
+def _valid_verdict(v: object) -> bool:
+    return (isinstance(v, dict) and isinstance(v.get("use_kernel"), bool)
+            and type(v.get("threads")) is int and v["threads"] >= 1
+            and all(isinstance(v.get(k), float) for k in ("kernel_s", "numpy_s")))
+
+
+def read_verdicts(entry: Path) -> dict[str, dict]:
+    """{verdict key: {"use_kernel", "threads", "kernel_s", "numpy_s"}} stored in ``entry``."""
+    try:
+        data = json.loads((Path(entry) / VERDICTS_NAME).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT:
+        return {}
+    found = data.get("verdicts")
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and _valid_verdict(v)}
+
+
+def record_verdict(entry: Path, key: str, verdict: dict) -> None:
+    """Add (or replace) one verdict in ``entry`` (atomic replace; errors are ignored: the next
+    process measures again)."""
+    if not _valid_verdict(verdict):
+        raise ValueError(f"not a calibration verdict: {verdict!r}")
+    entry = Path(entry)
+    with _verdicts_lock:
+        verdicts = read_verdicts(entry)
+        verdicts.pop(key, None)
+        verdicts[key] = verdict
+        while len(verdicts) > MAX_VERDICTS:
+            del verdicts[next(iter(verdicts))]
+        tmp = None
+        try:
+            fd, tmp = tempfile.mkstemp(dir=entry, prefix=".verdicts-", suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"format": CACHE_FORMAT, "verdicts": verdicts}, fh)
+            os.replace(tmp, entry / VERDICTS_NAME)
+        except OSError:
+            if tmp is not None:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass

@@ -31,10 +31,21 @@ class COptions:
     #: Compile with ``-ffast-math`` (NaN/Inf/signed-zero/FP-warning semantics may differ).
     fastmath: bool = False
     #: Domains smaller than this many elements are not compiled; their nodes run as NumPy
-    #: calls. Measured on the 2-core reference machine: a kernel call costs ~5-12 us of fixed
-    #: Python/cffi overhead, so a 10-op chain wins from ~1k elements but a 2-op chain only
-    #: from ~16k; 8192 keeps short chains from losing, `calibrate` handles the rest.
-    min_size: int = 8192
+    #: calls. 1: every non-empty domain is compiled, since a kernel over a static shape is
+    #: called in one C call (`small_kernels`: ~0.3 us instead of the general runner's ~5-12
+    #: us); with `calibrate`, kernels that cannot pay for a program step are then written out
+    #: as NumPy (``small.pays_in_program``) and the others keep NumPy where it is faster.
+    min_size: int = 1
+    #: Call kernels over static shapes through the one-call path (``small.py``,
+    #: ``csrc/small_call.c``); a graph that is one kernel over its arguments becomes a single
+    #: C call. False: every kernel goes through the general (cffi) runner.
+    small_kernels: bool = True
+    #: Graphs over symbolic sizes keep the general runner (~5-12 us of fixed Python/cffi
+    #: overhead per call): a call whose kernel domain is below this many elements runs NumPy
+    #: (and, with `calibrate`, a kernel whose domain at trace time is below it is not used).
+    #: Measured on the 2-core reference machine: a 10-op chain wins from ~1k elements but a
+    #: 2-op chain only from ~16k; 8192 keeps short chains from losing.
+    dynamic_min_size: int = 8192
     #: On its first call, time each kernel against its own NumPy path and keep the faster one
     #: (per kernel, measured on this machine: e.g. a lone float64 ``log`` is slower in libmvec
     #: than in NumPy's AVX-512 loops, while any fused chain wins).

@@ -242,6 +242,9 @@ class _Runner:
         self.calls = 0
         #: (best kernel seconds, best NumPy seconds) measured by calibration, if it ran.
         self.calibration: tuple[float, float] | None = None
+        #: OpenMP threads the kernel runs with: ``options.threads`` until calibration finds
+        #: one thread faster (part of every layout plan's key).
+        self.threads = options.threads
 
     def _arrays(self, inputs: list[Any]) -> list[np.ndarray] | None:
         arrays = []
@@ -260,7 +263,7 @@ class _Runner:
         arrays = self._arrays(inputs)
         if arrays is None:
             return None
-        key: Any = tuple((a.shape, a.strides) for a in arrays)
+        key: Any = (self.threads, tuple((a.shape, a.strides) for a in arrays))
         if self.dynamic:
             if shape is None:
                 raise TypeError(f"kernel {self.kernel.name} has symbolic sizes: pass its "
@@ -286,8 +289,14 @@ class _Runner:
             return self.ffi.from_buffer(arr)
         return self.ffi.cast("char *", arr.ctypes.data)
 
-    def _run(self, block: Any, arrays: list[np.ndarray], outs: list[np.ndarray]) -> int:
-        """Launch the kernel; returns the FE_* flags it raised (0 with ``fp_errors=False``)."""
+    def _run(self, block: Any, arrays: list[np.ndarray], outs: list[np.ndarray],
+             threads: int | None = None) -> int:
+        """Launch the kernel; returns the FE_* flags it raised (0 with ``fp_errors=False``).
+        ``threads``: run with this many threads instead of the plan's (calibration)."""
+        if threads is not None and threads != block[0]:
+            block = self._block(list(block))
+            block[1] = int(threads > 1 and block[1])
+            block[0] = threads
         ptrs = [self._pointer(a) for a in arrays]
         ptrs.extend(self.ffi.from_buffer(o) for o in outs)
         flags = self.fn(block, ptrs)
@@ -295,8 +304,25 @@ class _Runner:
         return flags if self.options.fp_errors else 0
 
     def _par(self, size: int) -> list[int]:
-        threads = self.options.threads
+        threads = self.threads
         return [threads, int(threads > 1 and size >= self.options.parallel_threshold)]
+
+    def parallel_for(self, shape: tuple[int, ...] | None = None) -> bool:
+        """Would a call over domain ``shape`` (default: the kernel's) run its parallel loop
+        with ``options.threads``? (Only then does the thread count matter.)"""
+        size = prod(self.kernel.shape if shape is None else shape)
+        return self.options.threads > 1 and size >= self.options.parallel_threshold
+
+    def verdict_key(self, inputs: Any, shape: tuple[int, ...] | None = None) -> str | None:
+        """The key of a calibration verdict for these inputs: the kernel, the thread options,
+        the domain and the inputs' layout (what decides which path is faster), as text."""
+        arrays = self._arrays(list(inputs))
+        if arrays is None:
+            return None
+        o = self.options
+        return repr((self.kernel.name, o.threads, o.parallel_threshold, o.block,
+                     tuple(self.kernel.shape if shape is None else shape),
+                     tuple((a.shape, a.strides) for a in arrays)))
 
     def _block(self, values: list[int]) -> Any:
         return self.ffi.new("int64_t[]", values)
@@ -383,9 +409,10 @@ class PointwiseRunner(_Runner):
             values.extend(st)
         return (self._block(values) if size else None), perm, fixes, domain
 
-    def __call__(self, inputs: list[Any],
-                 shape: tuple[int, ...] | None = None) -> tuple[list[Any], int] | None:
-        """``shape``: the concrete domain, required when the kernel's sizes are symbolic."""
+    def __call__(self, inputs: Any, shape: tuple[int, ...] | None = None,
+                 threads: int | None = None) -> tuple[list[Any], int] | None:
+        """``shape``: the concrete domain, required when the kernel's sizes are symbolic;
+        ``threads``: override the thread count (calibration times each candidate)."""
         k = self.kernel
         found = self._arrays_and_plan(inputs, shape)
         if found is None:
@@ -395,7 +422,7 @@ class PointwiseRunner(_Runner):
         if perm is None:
             outs = [np.empty(shape, v.dtype) for v in k.outputs]
             if block is not None:
-                flags = self._run(block, arrays, outs)
+                flags = self._run(block, arrays, outs, threads)
             if fixes is None:
                 return [_finish(o, n.meta.get("val")) for o, n in zip(outs, k.out_nodes)], flags
         else:
@@ -403,7 +430,7 @@ class PointwiseRunner(_Runner):
             back = np.argsort(perm)
             outs = [np.empty(pshape, v.dtype) for v in k.outputs]
             if block is not None:
-                flags = self._run(block, arrays, outs)
+                flags = self._run(block, arrays, outs, threads)
             outs = [o.transpose(back) for o in outs]
             if fixes is None:
                 return outs, flags
@@ -557,9 +584,10 @@ class ReductionRunner(_Runner):
             values.extend(rs)
         return (self._block(values) if prod(out_shape) else None), shape, out_shape, keep_shape
 
-    def __call__(self, inputs: list[Any],
-                 shape: tuple[int, ...] | None = None) -> tuple[list[Any], int] | None:
-        """``shape``: the concrete domain, required when the kernel's sizes are symbolic."""
+    def __call__(self, inputs: Any, shape: tuple[int, ...] | None = None,
+                 threads: int | None = None) -> tuple[list[Any], int] | None:
+        """``shape``: the concrete domain, required when the kernel's sizes are symbolic;
+        ``threads``: override the thread count (calibration times each candidate)."""
         found = self._arrays_and_plan(inputs, shape)
         if found is None:
             return None
@@ -568,7 +596,7 @@ class ReductionRunner(_Runner):
         epi_outs = [np.empty(shape, dt) for dt, _ in self.epi_out]
         flags = 0
         if block is not None:
-            flags = self._run(block, arrays, red_outs + epi_outs)
+            flags = self._run(block, arrays, red_outs + epi_outs, threads)
         results = []
         for out, (_, keepdims, meta) in zip(red_outs, self.red_out):
             results.append(_finish(out.reshape(keep_shape) if keepdims else out, meta))

@@ -1,0 +1,156 @@
+"""Every kernel of the benchmark suite (benchmarks/suite/) gives NumPy's results when compiled.
+
+In: the suite's kernels at their small sizes. Out: pass/fail. Each kernel runs plainly (the oracle)
+and compiled with the eager backend and with the C backend forced to build kernels even for these
+tiny arrays (``min_size=0, calibrate=False``; the default C backend would leave arrays this small
+to NumPy and test nothing of its own), twice (first call and cached call). Results must be NumPy's
+bit for bit (type, dtype, shape, strides, values; `tests/support/oracle.py`), except C results of
+kernels marked `transcendental`: libm/libmvec are a few ULP from NumPy's SIMD loops
+(docs/c_backend.md section 3), and these kernels carry such differences through sums and
+cancellations (softmax @ v, Black-Scholes' difference of two prices), so each of their arrays may
+differ by `ULPS` ULP of its largest magnitude. Warnings must be NumPy's (as a set for C: a fused
+kernel reports each kind once), so an internal compiler error (a warning and a fallback to plain
+Python) fails too; the arguments must be unchanged. Also checks the suite's shape (at least 25
+kernels, every family asked for) and that `benchmarks/run_suite.py` runs and flags a wrong result.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from support.oracle import assert_same, compare, make_backend, run
+
+import dynamo
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import run_suite
+import suite
+
+#: C results of transcendental kernels: within this many ULP of each array's largest magnitude.
+ULPS = 16
+
+
+def assert_close_normwise(expected, actual, where: str) -> None:
+    """Like `assert_same` (types, dtypes, shapes, strides), values within `ULPS` ULP of the
+    largest magnitude of each expected array."""
+    if isinstance(expected, tuple):
+        assert type(actual) is tuple and len(actual) == len(expected), where
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            assert_close_normwise(e, a, f"{where}[{i}]")
+        return
+    assert type(actual) is type(expected), f"{where}: {type(actual)} != {type(expected)}"
+    e, a = np.asarray(expected), np.asarray(actual)
+    assert (a.dtype, a.shape, a.strides) == (e.dtype, e.shape, e.strides), where
+    assert np.array_equal(np.isnan(a), np.isnan(e)), f"{where}: NaNs differ"
+    scale = np.spacing(np.nanmax(np.abs(e), initial=0.0).astype(e.dtype))
+    err = np.nanmax(np.abs(a - e), initial=0.0)
+    assert err <= ULPS * scale, f"{where}: differs by {err / scale:.0f} ULP of the largest value"
+
+IDS = [k.name for k in suite.KERNELS]
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+@pytest.mark.parametrize("kernel", suite.KERNELS, ids=IDS)
+def test_kernel_matches_numpy(kernel, backend):
+    args = kernel.make(kernel.small)
+    plain = run(kernel.fn, args)
+    assert plain.status == "ok", f"{kernel.name} raised in plain NumPy: {plain.value!r}"
+    counting = make_backend(backend)
+    compiled = dynamo.compile(run_suite.fresh_copy(kernel.fn), backend=counting)
+    normwise = backend == "c" and kernel.transcendental
+    for attempt in ("first call", "cached call"):
+        got = run(compiled, args)
+        where = f"{kernel.name} {backend} {attempt}"
+        if normwise:
+            assert got.status == "ok", f"{where}: raised {got.value!r}"
+            assert set(got.warnings) == set(plain.warnings), f"{where}: {got.warnings}"
+            assert_close_normwise(plain.value, got.value, where)
+        else:
+            compare(plain, got, where, exact_warnings=backend != "c")
+        assert_same(args, got.args, f"{kernel.name}: arguments after the call")
+    assert counting.count >= 1, f"{kernel.name}: no graph was captured"
+
+
+def test_suite_covers_the_asked_kinds():
+    families = {k.family for k in suite.KERNELS}
+    assert len(suite.KERNELS) >= 25
+    assert {"stencil", "linalg", "particles", "statistics", "nn", "spectral"} <= families
+    for name in ("nbody", "mandelbrot", "histogram", "softmax", "layernorm", "mlp", "conv2d",
+                 "kmeans", "fft_convolve", "cholesky", "lu", "trisolv", "jacobi_2d"):
+        assert name in IDS
+
+
+def test_select_names_unknown_kernels():
+    assert [k.name for k in suite.select("lu,nbody")] == ["lu", "nbody"]
+    with pytest.raises(SystemExit, match="unknown kernel.*nope.*choose from"):
+        suite.select("lu,nope")
+
+
+def test_compare_flags_mismatches():
+    a = np.arange(4.0)
+    assert run_suite.compare((a, 1), (a.copy(), 1)) == ""
+    assert run_suite.compare(a + 1e-12, a) == "~"
+    assert run_suite.compare(a + 1.0, a) == "MISMATCH"
+    assert run_suite.compare(a.astype(np.float32), a) == "MISMATCH"
+    assert run_suite.compare(a[:3], a) == "MISMATCH"
+    assert run_suite.compare(np.array([1, 2]), np.array([1, 3])) == "MISMATCH"
+
+
+def test_run_suite_quick_prints_the_table(tmp_path):
+    out = tmp_path / "table.md"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run_suite.py"), "--quick", "--kernels",
+         "jacobi_1d,softmax,histogram", "--repeats", "2", "--out", str(out)],
+        check=False, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = out.read_text()
+    assert text.strip() == proc.stdout.strip()
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| kernel | family | size | NumPy ms | eager ms | eager x | C ms")
+    assert [r.split(" | ")[0][2:] for r in rows[1:]] == ["jacobi_1d", "softmax", "histogram"]
+    assert "MISMATCH" not in text and "geometric mean" in text
+    assert "numpy.histogram is not supported" in text  # break reasons are reported
+
+
+def test_wrong_result_shows_as_mismatch_in_the_table():
+    """The table marks an implementation whose result differs (a broken backend)."""
+    k = suite.select("softmax")[0]
+
+    def broken(gm, example_inputs):
+        fn = gm.forward
+
+        def wrong(*args):
+            return copy.copy(fn(*args)) * 2.0
+        return wrong
+
+    args = run_suite.argparse.Namespace(repeats=1, budget=0.01, no_explain=True)
+    impls = {"broken": lambda kernel: (dynamo.compile(run_suite.fresh_copy(kernel.fn),
+                                                      backend=broken), None)}
+    row = run_suite.measure(k, k.small, impls, args)
+    assert row.cells["broken"].verdict == "MISMATCH"
+    text = run_suite.report([row], ["broken"], [], args)
+    assert "MISMATCH" in text and run_suite.ratio(row, "broken") is None
+
+
+def test_npdynamo_warnings_of_the_first_call_are_reported():
+    """An internal error (npdynamo warns and runs the frame in plain Python) shows in the notes."""
+    k = suite.select("softmax")[0]
+
+    def failing(gm, example_inputs):
+        raise RuntimeError("backend exploded")
+
+    args = run_suite.argparse.Namespace(repeats=1, budget=0.01, no_explain=True)
+    impls = {"failing": lambda kernel: (dynamo.compile(run_suite.fresh_copy(kernel.fn),
+                                                       backend=failing), None)}
+    row = run_suite.measure(k, k.small, impls, args)
+    assert row.cells["failing"].verdict == ""  # plain Python: NumPy's result
+    text = run_suite.report([row], ["failing"], [], args)
+    assert "failing on softmax: npdynamo: internal error" in text
+    assert "backend exploded" in text

@@ -203,3 +203,26 @@ def test_bandwidth_benchmark_kernels_run():
     spec.loader.exec_module(module)
     result = module.measure_bandwidth(n=100_000, repeats=2)
     assert result["copy"] > 0.1 and result["triad"] > 0.1  # GB/s; checks values internally
+
+
+def test_kernels_the_same_but_for_their_name_are_compiled_once(cache_dir):
+    # An unrolled loop makes hundreds of kernels with one C body (jacobi_1d: 200 of one): gcc
+    # compiles the body once and the others call it.
+    import types
+
+    from dynamo.backends.c.codegen_c import module_source
+
+    def kernel(name, body):
+        k = types.SimpleNamespace(name=name, kind="pointwise")
+        k._source = (f"static int {name}_region(const int64_t *A, char **P) {{ {body} }}\n"
+                     f"int {name}(const int64_t *A, char **P) {{ return {name}_region(A, P); }}\n")
+        return k
+
+    ks = [kernel("dyn_k0", "return 0;"), kernel("dyn_k1", "return 1;"),
+          kernel("dyn_k2", "return 0;"), kernel("dyn_k3", "return 1;")]
+    src = module_source(ks, vector_math=False)
+    assert src.count("_region(const int64_t") == 2  # two distinct bodies
+    assert "int dyn_k2(const int64_t *A, char **P) { return dyn_k0(A, P); }" in src
+    assert "int dyn_k3(const int64_t *A, char **P) { return dyn_k1(A, P); }" in src
+    lib = build_library(src, "\n".join(f"int {k.name}(const int64_t *A, char **P);" for k in ks))
+    assert [getattr(lib.lib, k.name)(lib.ffi.NULL, lib.ffi.NULL) for k in ks] == [0, 1, 0, 1]

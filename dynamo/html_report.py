@@ -6,7 +6,8 @@ summaries: no strong reference to code, graphs or arrays is kept). Out: ``report
 one HTML file (no scripts, no network) with:
 
 - the totals (graphs, graph breaks, recompiles, frames run in plain Python, compile time);
-- a bar chart of compile time per frame (tracing and backend);
+- a bar chart of compile time per frame (tracing and backend), and one of cache hits and
+  misses per frame (the C hook's counts for the frame's code, while it lives);
 - a table of every frame seen, compiled or run in plain Python, with the reason;
 - per compiled frame: the graph as a picture (a box per node with its op, dtype and shape; laid
   out by Graphviz's ``dot`` when it is installed, else by a built-in layered layout), the graph
@@ -52,6 +53,16 @@ class FrameSummary:
     fusion_report: str | None = None
     when: float = 0.0
     _codes: tuple[Any, Any] | None = None  # weak references to (original, transformed)
+
+    def cache_stats(self) -> tuple[int, int] | None:
+        """(hits, misses) of the frame's code in the C cache now (every version of it), or
+        None when the code is gone."""
+        from . import _C
+
+        original = self._codes[0]() if self._codes is not None else None
+        if original is None:
+            return None
+        return tuple(_C.code_stats(original))  # type: ignore[return-value]
 
     def bytecode(self) -> str | None:
         from .convert_frame import side_by_side
@@ -176,14 +187,18 @@ def render(frames: list[FrameSummary]) -> str:
     parts.append("</div>")
     parts.append("<h2>Compile time per frame</h2>")
     parts.append(_time_chart(frames))
+    parts.append("<h2>Cache hits and misses per frame</h2>")
+    parts.append(_hits_chart(frames))
     parts.append("<h2 id='frames'>Frames</h2><table><tr><th>#</th><th>frame</th><th>where</th>"
-                 "<th>status</th><th>ops</th><th>compile ms</th><th>graph break / reason</th>"
-                 "</tr>")
+                 "<th>status</th><th>ops</th><th>compile ms</th><th>hits / misses</th>"
+                 "<th>graph break / reason</th></tr>")
     for i, f in enumerate(frames):
         ops = sum(1 for n in f.nodes if n[1] in ("call_function", "call_method"))
+        stats = f.cache_stats()
+        hits = f"{stats[0]} / {stats[1]}" if stats is not None else ""
         parts.append(f"<tr><td><a href='#frame{i}'>{i}</a></td><td>{esc(f.name)}</td>"
                      f"<td>{esc(f.where)}</td><td class='{f.status}'>{f.status}</td>"
-                     f"<td>{ops or ''}</td><td>{f.seconds * 1e3:.1f}</td>"
+                     f"<td>{ops or ''}</td><td>{f.seconds * 1e3:.1f}</td><td>{hits}</td>"
                      f"<td>{esc(f.reason or '')}"
                      + (f"<br><i>recompile: {esc(f.recompile_reason)}</i>"
                         if f.recompile_reason else "") + "</td></tr>")
@@ -242,6 +257,41 @@ def _time_chart(frames: list[FrameSummary]) -> str:
                f"<text x='{label_w + 14}' y='{y}'>tracing</text>"
                f"<rect x='{label_w + 80}' y='{y - 10}' width='10' height='10' fill='#f0a33a'/>"
                f"<text x='{label_w + 94}' y='{y}'>backend</text></svg>")
+    return "".join(out)
+
+
+def _hits_chart(frames: list[FrameSummary]) -> str:
+    """Horizontal bars per frame (its code, all versions): calls served from the cache (hits)
+    and calls that compiled or checked guards in Python (misses)."""
+    rows, seen = [], set()
+    for f in frames:
+        stats = f.cache_stats() if f.status == "compiled" else None
+        if stats is not None and (f.name, f.where) not in seen:
+            seen.add((f.name, f.where))
+            rows.append((f.name, *stats))
+    rows = rows[:60]
+    if not rows:
+        return "<p class='muted'>no compiled frame is still alive</p>"
+    most = max(h + m for _, h, m in rows) or 1
+    width, bar_h, label_w = 900, 18, 330
+    height = len(rows) * (bar_h + 6) + 30
+    out = [f"<svg class='hits-chart' width='{width}' height='{height}' "
+           "xmlns='http://www.w3.org/2000/svg' font-size='12'>"]
+    scale = (width - label_w - 110) / most
+    for i, (name, hits, misses) in enumerate(rows):
+        y = 10 + i * (bar_h + 6)
+        out.append(f"<text x='0' y='{y + 13}'>{html.escape(name[:48])}</text>")
+        out.append(f"<rect x='{label_w}' y='{y}' width='{hits * scale:.1f}' height='{bar_h}' "
+                   "fill='#3aa76d'><title>hits</title></rect>")
+        out.append(f"<rect x='{label_w + hits * scale:.1f}' y='{y}' width='{misses * scale:.1f}' "
+                   f"height='{bar_h}' fill='#d9534f'><title>misses</title></rect>")
+        out.append(f"<text x='{label_w + (hits + misses) * scale + 4:.1f}' y='{y + 13}'>"
+                   f"{hits} / {misses}</text>")
+    y = height - 8
+    out.append(f"<rect x='{label_w}' y='{y - 10}' width='10' height='10' fill='#3aa76d'/>"
+               f"<text x='{label_w + 14}' y='{y}'>hits</text>"
+               f"<rect x='{label_w + 60}' y='{y - 10}' width='10' height='10' fill='#d9534f'/>"
+               f"<text x='{label_w + 74}' y='{y}'>misses</text></svg>")
     return "".join(out)
 
 

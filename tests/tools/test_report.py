@@ -45,6 +45,7 @@ def test_the_report_has_every_part(tmp_path, capsys):
         page.replace("http://www.w3.org/2000/svg", "")  # self-contained, no network
     assert "id='totals'" in page and "graph breaks" in page
     assert "class='time-chart'" in page  # compile time per frame, as a picture
+    assert "class='hits-chart'" in page and "hits / misses" in page  # cache use per frame
     assert "float() of an array value" in page  # a graph break, with its source line:
     assert "print(&quot;norm&quot;, float(np.linalg.norm(a)))" in page
     assert "recompile: guard failed" in page  # a recompile, with the failing guard

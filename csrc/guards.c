@@ -47,7 +47,7 @@ enum check_op {
     OP_SHAPE = 9,       /* v.shape == obj (a tuple of ints) */
     OP_C_CONTIG = 10,   /* v.flags.c_contiguous */
     OP_LEN = 11,        /* len(v) == n */
-    OP_KEYS = 12,       /* v.keys() == obj (a frozenset) */
+    OP_KEYS = 12,       /* tuple(v) == obj (a tuple: the keys in order) */
     OP_NOT_IN = 13,     /* obj not in v */
     OP_PYTHON = 14,     /* obj(*slots, globals, closure) is truthy: a guard not lowered to C */
     OP_NDIM = 15,       /* v.ndim == n */
@@ -432,25 +432,32 @@ static int run_check(const check *c, const inputs *in) {
     }
     case OP_KEYS: {
         if (PyDict_CheckExact(v)) {
-            /* dict.keys() == frozenset: equal sizes and every key in the set.  Exact str/int
-             * keys hash and compare without running Python code; any other key takes the
-             * generic path below, which runs what the text runs. */
-            if (PyDict_GET_SIZE(v) != PySet_GET_SIZE(c->obj)) {
+            /* tuple(v) == obj (a tuple: the keys in their order, which iteration shows):
+             * equal sizes and each key the same, in order.  Exact str/int keys compare without
+             * running Python code; any other key takes the generic path below, which runs what
+             * the text runs. */
+            Py_ssize_t n = PyTuple_GET_SIZE(c->obj);
+            if (PyDict_GET_SIZE(v) != n) {
                 ok = 0;
                 break;
             }
-            Py_ssize_t pos = 0;
+            Py_ssize_t pos = 0, i = 0;
             PyObject *key, *value;
             int simple = 1;
             ok = 1;
-            while (PyDict_Next(v, &pos, &key, &value)) {
-                if (!PyUnicode_CheckExact(key) && !PyLong_CheckExact(key)) {
+            while (PyDict_Next(v, &pos, &key, &value) && i < n) {
+                PyObject *want = PyTuple_GET_ITEM(c->obj, i++);
+                if (key == want) {
+                    continue;
+                }
+                if ((!PyUnicode_CheckExact(key) && !PyLong_CheckExact(key))
+                        || Py_TYPE(key) != Py_TYPE(want)) {
                     simple = 0;
                     break;
                 }
-                int in_set = PySet_Contains(c->obj, key);
-                if (in_set <= 0) {
-                    ok = in_set;
+                int eq = PyObject_RichCompareBool(key, want, Py_EQ);
+                if (eq <= 0) {
+                    ok = eq;
                     break;
                 }
             }
@@ -458,7 +465,7 @@ static int run_check(const check *c, const inputs *in) {
                 break;
             }
         }
-        PyObject *keys = PyObject_CallMethod(v, "keys", NULL);
+        PyObject *keys = PySequence_Tuple(v);
         if (keys != NULL) {
             ok = compare(keys, c->obj, Py_EQ);
             Py_DECREF(keys);
@@ -770,7 +777,7 @@ static PyObject *guardset_new(PyTypeObject *type, PyObject *args, PyObject *kwar
             bad = !PyUnicode_Check(obj);
             break;
         case OP_KEYS:
-            bad = !PyFrozenSet_CheckExact(obj);
+            bad = !PyTuple_CheckExact(obj);
             break;
         case OP_COPYSIGN:
             bad = c->n != 1 && c->n != -1;

@@ -81,7 +81,7 @@ class GuardBuilder:
         # Builtins under names no parameter can shadow (a frame may have a local called `type`).
         self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign,
                                          "___type": type, "___len": len, "___repr": repr,
-                                         "___id": id}
+                                         "___id": id, "___tuple": tuple}
         self._names: dict[int, str] = {}
         self._counter = itertools.count()
 
@@ -169,9 +169,11 @@ class GuardBuilder:
         typ, length = expected
         return [f"___type({e}) is {self.const(typ, typ.__name__)}", f"___len({e}) == {length}"]
 
-    def DICT_KEYS(self, e: str, expected: tuple[type, frozenset]) -> list[str]:
+    def DICT_KEYS(self, e: str, expected: tuple[type, tuple]) -> list[str]:
+        # The keys in their order: iterating the dict (list(d), d.items(), ...) shows it.
         typ, keys = expected
-        return [f"___type({e}) is {self.const(typ, typ.__name__)}", f"{e}.keys() == {self.const(keys, 'keys')}"]
+        return [f"___type({e}) is {self.const(typ, typ.__name__)}",
+                f"___tuple({e}) == {self.const(keys, 'keys')}"]
 
     def NOT_IN_GLOBALS(self, e: str, expected: str) -> list[str]:
         # `e` is ``___globals['name']``; the name must keep resolving to the builtin.
@@ -278,7 +280,7 @@ class GuardLowering:
 
     def DICT_KEYS(self, p, expected):
         typ, keys = expected
-        if type(keys) is not frozenset:
+        if type(keys) is not tuple:
             return None
         return [(_TYPE_IS, p, typ, None, 0), (_KEYS, p, keys, None, 0)]
 
@@ -527,7 +529,7 @@ def describe_failure(guard: Guard, env: dict) -> str:
     if kind == "DICT_KEYS":
         want_type, keys = expected
         return type_differs(want_type) or (
-            f"{name}.keys(): expected {sorted(keys, key=repr)!r}, got {sorted(value, key=repr)!r}")
+            f"{name}'s keys: expected {list(keys)!r}, got {list(value)!r} (in this order)")
     if kind == "NOT_IN_DICT":
         return f"{name}: expected no entry {expected!r} (the builtin), got one"
     if kind == "SIZE_FACT":

@@ -179,7 +179,7 @@ class VariableBuilder:
             self.guard("FUNCTION_MATCH", (Guard.identity(value.__code__), Guard.identity(value.__globals__)))
             return UserFunctionVariable(value, source=self.source)
         if typ is dict and all(type(k) in (str, int) for k in value):
-            self.guard("DICT_KEYS", (typ, frozenset(value)))
+            self.guard("DICT_KEYS", (typ, tuple(value)))
             items = {k: VariableBuilder(self.tx, GetItemSource(self.source, k))(v) for k, v in value.items()}
             return DictVariable(items, source=self.source)
         if _is_user_object(value):

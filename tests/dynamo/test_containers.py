@@ -130,3 +130,16 @@ def test_in_over_a_list_holding_a_traced_value_is_decided_at_run_time(check):
     # (an item that is not a constant may equal the value: not decided while tracing)
     check(membership_of_an_array_item, np.array([1.0, 1.0]), np.ones(2), graphs=None)
     check(membership_of_an_array_item, np.array([0.5, 0.5]), np.ones(2), graphs=None)
+
+
+def dict_in_order(x, d):
+    return x * 2.0, list(d), [v for v in d.values()]
+
+
+def test_a_dict_argument_s_key_order_is_guarded():
+    # (the keys were guarded as a set: a dict with the same keys in another order reused the
+    # version that iterates them in the first order; found by the semantics audit)
+    compiled = dynamo.compile(dict_in_order)
+    for d in ({"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": 1, "b": 2}):
+        got, want = compiled(np.ones(2), d), dict_in_order(np.ones(2), d)
+        assert got[1:] == want[1:]

@@ -49,7 +49,7 @@ from .variables import (
 from .variables.builder import wrap_constant
 from .variables.constant import _immutable as is_immutable
 from .variables.constant import SymIntVariable, run_user_op, user_error
-from .variables.containers import _Sequence
+from .variables.containers import DictViewVariable, _Sequence, iterate
 from .variables.lazy import LazyVariable, realize
 
 __all__ = ["InstructionTranslator", "CompiledFrame", "trace_frame"]
@@ -88,6 +88,25 @@ UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UN
 #: Types whose equal values are one object (a value, which guards check, settles identity).
 _UNIQUE_PER_VALUE = (type(None), bool, type(Ellipsis), type(NotImplemented), type,
                      types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+
+
+def _dict_key(key: VariableTracker) -> Any:
+    """The value of a key put into a dict tracker. The dict keeps the value, not the tracker,
+    and is rebuilt from it (a constant of the code): a key found only by identity (NaN) would
+    be another object than the frame's."""
+    value = key.as_python_constant()
+    if _unequal_to_itself(value):
+        raise Unsupported(f"a dict key unequal to itself ({key.describe()})")
+    return value
+
+
+def _unequal_to_itself(value: Any) -> bool:
+    """NaN, or a value whose ``==`` is not reflexive (containers then match it only by
+    identity)."""
+    try:
+        return not bool(value == value)
+    except Exception:  # noqa: BLE001 - no plain answer: treat it as odd
+        return True
 
 
 @dataclass
@@ -401,7 +420,7 @@ class InstructionTranslator:
                 if (isinstance(same, ConstantVariable) and same.value is False
                         and left.is_python_constant() and right.is_python_constant()):
                     x, y = left.as_python_constant(), right.as_python_constant()
-                    if x is y or (x != x and y != y):  # (maybe one object at run time)
+                    if x is y or (_unequal_to_itself(x) and _unequal_to_itself(y)):
                         raise Unsupported(f"comparing {a.describe()} and {b.describe()}: "
                                           "items unequal to themselves (NaN)")
                 if not isinstance(same, ConstantVariable) or type(same.value) is not bool:
@@ -661,14 +680,18 @@ class InstructionTranslator:
                 return False
             if isinstance(x, _UNIQUE_PER_VALUE) or (type(x) is int and -5 <= x <= 256):
                 return x is y  # (small ints are cached: equal ones are one object)
-            if x == y or (x != x and y != y):  # (equal, or both NaN: maybe one object)
+            if a.source is None and b.source is None:
+                # Both made while tracing (``(n + 300) is (n + 300)``), as Python makes them.
+                # (After a break they would be rebuilt as one constant of the code.)
+                return x is y
+            if x == y or (_unequal_to_itself(x) and _unequal_to_itself(y)):
                 raise Unsupported(f"'is' between {a.describe()} and {b.describe()}: equal "
                                   "values may or may not be one object")
             return False
         consts = [v for v, scalar in zip((a, b), scalars) if scalar]
         if consts and consts[0].as_python_constant() is None:
             return False  # a graph value or container is never None
-        if isinstance(a, (ListVariable, DictVariable)) or isinstance(b, (ListVariable, DictVariable)):
+        if any(isinstance(v, (ListVariable, DictVariable)) for v in (a, b)):
             return False  # (one list or dict object has one tracker: `VariableBuilder`)
         raise Unsupported(f"'is' between {a.describe()} and {b.describe()}")
 
@@ -678,23 +701,38 @@ class InstructionTranslator:
         if not item.is_python_constant():
             raise Unsupported(f"'in' with {item.describe()}")
         value = item.as_python_constant()
-        if isinstance(container, DictVariable):
-            found = run_user_op(operator.contains, container.items, value)
-        elif container.is_python_constant():
-            # (the container's own ``in``: a substring for str and bytes, hashing for sets)
-            found = run_user_op(operator.contains, container.as_python_constant(), value)
-        else:
-            # A list or tuple tracker: Python compares each item by identity, then ``==``, and
-            # stops at the first match; an item that is not a constant could match at run time.
+        # A value unequal to itself (NaN) is found only as the very object: identity, which
+        # guards do not check, unless both are one tracker.
+        odd = _unequal_to_itself(value)
+        if isinstance(container, (_Sequence, IteratorVariable)):
+            # Python compares each item by identity, then ``==``, and stops at the first match
+            # (an iterator is consumed up to it); an item that is not a constant could match
+            # at run time.
             found = False
-            for v in container.unpack(self):
+            items = container.unpack(self) if isinstance(container, _Sequence) else None
+            while True:
+                v = (items.pop(0) if items else None) if items is not None else container.next()
+                if v is None:
+                    break
+                if v is item:
+                    found = True
+                    break
                 if not v.is_python_constant():
                     raise Unsupported(f"'in' over {container.describe()} holding "
                                       f"{v.describe()}")
                 known = v.as_python_constant()
+                if odd and (known is value or _unequal_to_itself(known)):
+                    raise Unsupported(f"'in' with {item.describe()}: found or not by identity")
                 if known is value or run_user_op(operator.eq, known, value):
                     found = True
                     break
+        elif odd:
+            raise Unsupported(f"'in' with {item.describe()}: found or not by identity")
+        elif isinstance(container, DictVariable):
+            found = run_user_op(operator.contains, container.items, value)
+        else:
+            # (the container's own ``in``: a substring for str and bytes, hashing for sets)
+            found = run_user_op(operator.contains, container.as_python_constant(), value)
         self.push(ConstantVariable(bool(found) != bool(inst.arg)))
 
     def BINARY_SUBSCR(self, inst: Instr) -> None:
@@ -717,7 +755,7 @@ class InstructionTranslator:
             obj.check_mutable()
             run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
         elif isinstance(obj, DictVariable) and obj.source is None:
-            run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
+            run_user_op(operator.setitem, obj.items, _dict_key(key), value)
         else:
             raise Unsupported(f"item assignment on {obj.describe()}")
 
@@ -731,7 +769,7 @@ class InstructionTranslator:
 
     def BUILD_MAP(self, inst: Instr) -> None:
         flat = self.popn(2 * inst.arg)
-        keys = [k.as_python_constant() for k in flat[::2]]
+        keys = [_dict_key(k) for k in flat[::2]]
         self.push(DictVariable(run_user_op(dict, zip(keys, flat[1::2]))))
 
     def BUILD_CONST_KEY_MAP(self, inst: Instr) -> None:
@@ -803,7 +841,7 @@ class InstructionTranslator:
     def MAP_ADD(self, inst: Instr) -> None:
         value = self.pop()
         key = self.pop()
-        run_user_op(operator.setitem, self.stack[-inst.arg].items, key.as_python_constant(), value)
+        run_user_op(operator.setitem, self.stack[-inst.arg].items, _dict_key(key), value)
 
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
@@ -886,7 +924,7 @@ class InstructionTranslator:
         if isinstance(value, NDArrayVariable):
             self.push(ArrayRowIterator(self, value))
             return
-        self.push(value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(self)))
+        self.push(iterate(self, value))  # (a list is read live; dicts and sets are checked)
 
     def FOR_ITER(self, inst: Instr) -> None:
         item = self.stack[-1].next()
@@ -1009,9 +1047,10 @@ class ComprehensionVariable(VariableTracker):
         if kwargs or len(args) != self.code.co_argcount:
             raise Unsupported(f"unexpected call of {self.describe()}")
         inner = InliningTranslator(tx, self.code, dict(zip(self.code.co_varnames, args)), self.cells)
-        inner.run()
         if self.code.co_name == "<genexpr>":
-            return IteratorVariable(inner.yielded)
+            inner.lazy = True  # (traced as its items are asked for)
+            return GeneratorVariable(self, args[0], inner)
+        inner.run()
         return inner.return_value
 
 
@@ -1080,6 +1119,57 @@ class InliningTranslator(InstructionTranslator):
     def YIELD_VALUE(self, inst: Instr) -> None:
         self.yielded.append(self.pop())
         self.push(ConstantVariable(None))
+        if self.lazy:
+            raise _Yielded  # (back to the consumer; `run` continues after this instruction)
+
+    #: a generator expression's translator: it stops at each yield (`GeneratorVariable`)
+    lazy = False
+
+
+class _Yielded(Exception):
+    """A lazily traced generator expression produced an item (not an error)."""
+
+
+class GeneratorVariable(IteratorVariable):
+    """A generator expression's iterator. Its code is traced only as far as the items asked
+    for, as in Python: ``any(f(v) for v in xs)`` stops at the first true item, and the side
+    effects and errors of later items never happen. Not started yet, it is rebuilt as a new
+    generator over the rebuilt iterable after a graph break."""
+
+    has_identity = True  # (rebuilt once: every use at a break gets the same generator)
+
+    def __init__(self, function: "ComprehensionVariable", iterable: VariableTracker,
+                 inner: "InliningTranslator") -> None:
+        super().__init__(inner.yielded, kind=types.GeneratorType)
+        self.function = function
+        self.iterable = iterable
+        self.inner = inner
+        self.started = False
+
+    def describe(self) -> str:
+        return f"generator of {self.function.describe()}"
+
+    def next(self) -> VariableTracker | None:
+        if self.index >= len(self.items) and self.inner.return_value is None:
+            self.started = True
+            try:
+                self.inner.run()
+            except _Yielded:
+                pass
+        return super().next()
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rest = []
+        while (item := self.next()) is not None:
+            rest.append(item)
+        return rest
+
+    def reconstruct(self, codegen) -> None:
+        if self.started:
+            raise Unsupported(f"cannot rebuild a started {self.describe()}")
+        _rebuild_function(codegen, self.function.code, self.function.cells, 0)
+        codegen.reconstruct(self.iterable)
+        codegen.extend(ins.call(0))  # (the function below its one argument, as CPython does)
 
 
 class NestedFunctionVariable(VariableTracker):
@@ -1166,8 +1256,12 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDA
     elif isinstance(vt, DictVariable) and vt.source is None:
         for item in vt.items.values():
             _graph_values(item, found)
+    elif isinstance(vt, DictViewVariable):  # (rebuilt from its dict)
+        _graph_values(vt.d, found)
     elif isinstance(vt, MethodVariable):  # ``x.item`` waiting to be called after a break
         _graph_values(vt.obj, found)
+    elif isinstance(vt, GeneratorVariable):  # (rebuilt over its iterable, if not started)
+        _graph_values(vt.iterable, found)
     elif isinstance(vt, IteratorVariable):  # the items it has not produced yet
         for item in vt.items[vt.index:]:
             _graph_values(item, found)

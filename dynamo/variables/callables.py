@@ -22,7 +22,8 @@ from .. import instructions as ins
 from ..exc import Unsupported, UserCodeError
 from .base import VariableTracker
 from .constant import ConstantVariable, run_user_op, user_error
-from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable, _Sequence
+from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListVariable,
+                         TupleVariable, _Sequence, iterate)
 from .ndarray import NDArrayVariable
 
 __all__ = [
@@ -149,6 +150,8 @@ def _len(tx, args, kwargs):
         return wrap_constant(arg.meta.shape[0])  # (a SymIntVariable for a dynamic size)
     if isinstance(arg, (_Sequence, DictVariable)):
         return ConstantVariable(len(arg.items))
+    if isinstance(arg, DictViewVariable):
+        return ConstantVariable(len(arg.d.items))
     return _constant_call(len, args, kwargs)
 
 
@@ -170,6 +173,11 @@ def _sequence_ctor(kind):
     def build(tx, args, kwargs):
         if kwargs:
             raise Unsupported(f"{kind.__name__}() with keyword arguments")
+        if len(args) > 1:
+            raise user_error(TypeError, f"{kind.__name__} expected at most 1 argument, got "
+                             f"{len(args)}")
+        if kind is tuple and args and type(args[0]) is TupleVariable:
+            return args[0]  # (``tuple(t) is t``)
         items = args[0].unpack(tx) if args else []
         return (TupleVariable if kind is tuple else ListVariable)(items)
 
@@ -178,12 +186,12 @@ def _sequence_ctor(kind):
 
 def _items_of(tx, value: VariableTracker) -> VariableTracker:
     """What ``iter(value)`` gives while tracing: rows of an array are read when they are
-    reached (the loop body may write to the array first), other values are unpacked."""
+    reached (the loop body may write to the array first), other values as `iterate` says."""
     if isinstance(value, NDArrayVariable):
         from ..symbolic_convert import ArrayRowIterator
 
         return ArrayRowIterator(tx, value)
-    return value if isinstance(value, IteratorVariable) else IteratorVariable(value.unpack(tx))
+    return iterate(tx, value)
 
 
 class _LazyIterator(IteratorVariable):
@@ -197,7 +205,7 @@ class _LazyIterator(IteratorVariable):
         self.done = False
 
     def next(self) -> VariableTracker | None:
-        if self.done:
+        if self.done or not self.sources:  # (``zip()`` is empty)
             return None
         items = []
         for source in self.sources:
@@ -222,6 +230,8 @@ def _enumerate(tx, args, kwargs):
     start = kwargs["start"].as_python_constant() if "start" in kwargs else (
         args[1].as_python_constant() if len(args) > 1 else 0
     )
+    # (the count is an int: ``enumerate(xs, 1.5)`` raises TypeError, as does a str start)
+    start = run_user_op(operator.index, start)
     return _LazyIterator([_items_of(tx, args[0])], enumerate, start)
 
 
@@ -236,7 +246,8 @@ def _min_max(fn):
         if any(isinstance(a, NDArrayVariable) for a in args):
             raise Unsupported(f"builtin {fn.__name__}() on arrays compares elements in Python (data-dependent)")
         if len(args) == 1 and not args[0].is_python_constant():
-            args = args[0].unpack(tx)
+            # (the items as one iterable: ``max({"ab": x})`` is "ab", not max("ab"))
+            args = [ListVariable(args[0].unpack(tx))]
         return _constant_call(fn, args, kwargs)
 
     return call
@@ -247,6 +258,9 @@ def _sum(tx, args, kwargs):
     if len(args) > 2 or set(kwargs) - {"start"}:
         raise Unsupported("sum() with these arguments")
     start = kwargs.get("start", args[1] if len(args) > 1 else ConstantVariable(0))
+    if isinstance(start, ConstantVariable) and isinstance(start.value, (str, bytes, bytearray)):
+        kind = "strings" if isinstance(start.value, str) else type(start.value).__name__
+        raise user_error(TypeError, f"sum() can't sum {kind}")
     total = start
     for item in args[0].unpack(tx):
         total = tx.binary_op(operator.add, total, item)
@@ -313,12 +327,22 @@ BUILTIN_RULES: dict[Callable, Callable] = {
 
 #: Builtins that are pure on constants (safe to call at trace time).
 #: builtins that consume an iterable argument whole (or until they know the answer)
-CONSUMERS = {any, all, sorted, sum, min, max, list, tuple, set, frozenset, dict, enumerate, zip}
+CONSUMERS = {any, all, sorted, sum, min, max, list, tuple, set, frozenset, dict}
 
 PURE_BUILTINS = {
     range, int, float, complex, bool, str, round, divmod, pow, sorted, reversed, any, all,
     hash, slice, repr, format, chr, ord, type,
 }
+
+#: operator functions that work in place on a mutable first argument (a list tracker), traced
+#: like the augmented assignment they stand for
+OPERATOR_INPLACE = {
+    operator.iadd, operator.iand, operator.iconcat, operator.ifloordiv, operator.ilshift,
+    operator.imod, operator.imul, operator.imatmul, operator.ior, operator.ipow,
+    operator.irshift, operator.isub, operator.itruediv, operator.ixor,
+}
+#: operator functions that change their argument; run on constants they would change a copy
+OPERATOR_MUTATORS = {operator.setitem, operator.delitem}
 
 
 class BuiltinVariable(VariableTracker):
@@ -336,9 +360,17 @@ class BuiltinVariable(VariableTracker):
         return type(self.fn)
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if self.fn in (any, all) and len(args) == 1 and not kwargs and \
+                isinstance(args[0], IteratorVariable):
+            # As in Python, up to the first item that settles it: a generator's later items
+            # are never made (their side effects and errors do not happen).
+            while (item := args[0].next()) is not None:
+                if item.truth() == (self.fn is any):
+                    return ConstantVariable(self.fn is any)
+            return ConstantVariable(self.fn is all)
         if self.fn in CONSUMERS and args and isinstance(args[0], IteratorVariable):
-            # any(x > 0 for x in xs): the generator's items are already traced; hand them over
-            # as a list (nothing observes how far the iterator was consumed).
+            # sorted(x.sum() for x in xs): every item is made (traced) now; hand them over as
+            # a list.
             args = [ListVariable(args[0].unpack(tx)), *args[1:]]
         rule = BUILTIN_RULES.get(self.fn)
         if rule is not None:
@@ -349,6 +381,17 @@ class BuiltinVariable(VariableTracker):
             raise Unsupported(
                 f"{self.fn.__name__}() of an array value needs its data (data-dependent)"
             )
+        if self.fn is type and (len(args) != 1 or kwargs):
+            # type(name, bases, ns) makes a new class on every call: not a constant
+            raise Unsupported("type() with three arguments makes a new class (not traced)")
+        if self.fn in (operator.is_, operator.is_not) and len(args) == 2 and not kwargs:
+            same = tx._is(args[0], args[1])  # (identity of the trackers' objects, not copies)
+            return ConstantVariable(same == (self.fn is operator.is_))
+        if self.fn in OPERATOR_INPLACE and len(args) == 2 and not kwargs:
+            return tx.binary_op(self.fn, args[0], args[1])  # (``operator.iadd(l, m)`` extends l)
+        if self.fn in OPERATOR_MUTATORS:
+            # on the constant copy of a list or dict the change would be lost
+            raise Unsupported(f"{self.describe()} changes its argument (not traced)")
         pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
         if pure and _all_constant(args, kwargs):
             return _constant_call(self.fn, args, kwargs)
@@ -413,6 +456,23 @@ class BoundConstantMethodVariable(VariableTracker):
         codegen.extend(ins.load_attr(self.name))
 
 
+#: (fewest, most) positional arguments of the list and dict methods the translator runs itself
+LIST_ARITY = {"append": (1, 1), "extend": (1, 1), "insert": (2, 2), "pop": (0, 1),
+              "clear": (0, 0), "reverse": (0, 0), "copy": (0, 0), "index": (1, 3),
+              "count": (1, 1)}
+DICT_ARITY = {"get": (1, 2), "keys": (0, 0), "values": (0, 0), "items": (0, 0),
+              "update": (0, 1), "pop": (1, 2), "setdefault": (1, 2), "copy": (0, 0)}
+
+
+def _check_arity(kind: str, name: str, args: list, table: dict) -> None:
+    """A wrong number of arguments raises TypeError in Python; the translator, which runs the
+    method on trackers, must not make up a result instead."""
+    fewest, most = table[name]
+    if not fewest <= len(args) <= most:
+        raise user_error(TypeError, f"{kind}.{name}() takes {fewest} to {most} arguments "
+                         f"({len(args)} given)")
+
+
 class ListMethodVariable(VariableTracker):
     def __init__(self, lst: ListVariable, name: str) -> None:
         self.lst = lst
@@ -426,6 +486,7 @@ class ListMethodVariable(VariableTracker):
         lst, name = self.lst, self.name
         if kwargs:
             raise Unsupported(f"list.{name}() with keyword arguments")
+        _check_arity("list", name, args, LIST_ARITY)
         if name in ("copy", "index", "count"):
             if name == "copy":
                 return ListVariable(list(lst.items))
@@ -461,6 +522,9 @@ class DictMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         items = self.d.items
+        if kwargs and self.name != "update":
+            raise Unsupported(f"dict.{self.name}() with keyword arguments")
+        _check_arity("dict", self.name, args, DICT_ARITY)
         if self.name in ("update", "pop", "setdefault") and self.d.source is not None:
             raise Unsupported(f"dict.{self.name}() on the dict {self.d.source.name()} from "
                               "outside the frame")
@@ -477,6 +541,7 @@ class DictMethodVariable(VariableTracker):
             return DictVariable(dict(items))
         if self.name in ("pop", "setdefault"):
             key = args[0].as_python_constant()
+            run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
             if self.name == "setdefault":
                 if key not in items:
                     items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
@@ -490,11 +555,7 @@ class DictMethodVariable(VariableTracker):
             key = args[0].as_python_constant()
             found = run_user_op(operator.contains, items, key)
             return items[key] if found else (args[1] if len(args) > 1 else ConstantVariable(None))
-        if self.name == "keys":
-            return ListVariable([ConstantVariable(k) for k in items])
-        if self.name == "values":
-            return ListVariable(list(items.values()))
-        return ListVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
+        return DictViewVariable(self.d, self.name)  # keys, values, items: a live view
 
 
 class UserFunctionVariable(VariableTracker):

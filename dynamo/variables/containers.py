@@ -16,7 +16,8 @@ from .base import VariableTracker
 if TYPE_CHECKING:
     from ..codegen import Codegen
 
-__all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable"]
+__all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable", "DictViewVariable",
+           "CheckedIteratorVariable", "iterate"]
 
 
 class _Sequence(VariableTracker):
@@ -46,6 +47,10 @@ class _Sequence(VariableTracker):
         from .constant import run_user_op
 
         key = index.as_python_constant()
+        if self.kind is tuple and isinstance(key, slice):
+            whole = run_user_op(operator.getitem, range(len(self.items)), key)
+            if whole.step == 1 and len(whole) == len(self.items):
+                return self  # (CPython gives the tuple itself: ``t[:] is t``)
         picked = run_user_op(operator.getitem, self.items, key)
         return type(self)(picked) if isinstance(key, slice) else picked
 
@@ -184,3 +189,94 @@ class IteratorVariable(VariableTracker):
         item = self.items[self.index]
         self.index += 1
         return item
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()``, ``d.values()``, ``d.items()`` of a dict tracker: a view, as in Python (it
+    shows later changes of the dict and has the view's type), not a list."""
+
+    def __init__(self, d: DictVariable, kind: str) -> None:
+        self.d = d
+        self.kind = kind
+
+    def describe(self) -> str:
+        return f"dict {self.kind} view of a {self.d.describe()}"
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def as_python_constant(self) -> Any:
+        return getattr(self.d.as_python_constant(), self.kind)()
+
+    def truth(self) -> bool:
+        return bool(self.d.items)
+
+    def make(self, key: Any) -> VariableTracker:
+        from .constant import ConstantVariable
+
+        if self.kind == "keys":
+            return ConstantVariable(key)
+        if self.kind == "values":
+            return self.d.items[key]
+        return TupleVariable([ConstantVariable(key), self.d.items[key]])
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        return [self.make(key) for key in self.d.items]
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        codegen.extend(ins.push_null())
+        codegen.reconstruct(self.d)
+        codegen.extend(ins.load_attr(self.kind) + ins.call_sequence(0))
+
+
+class CheckedIteratorVariable(IteratorVariable):
+    """Iteration over a dict (or one of its views) or a set: the items are read when reached,
+    and a change of the container's size while it is iterated raises RuntimeError, as in
+    Python (other changes of its keys are left to Python: Unsupported)."""
+
+    def __init__(self, keys: Any, make: Any, what: str) -> None:
+        self.current_keys = keys  # () -> the container's keys now
+        self.snapshot = keys()
+        self.make = make
+        self.what = what
+        self.index = 0
+        self.kind = None
+
+    @property
+    def items(self) -> list[VariableTracker]:  # (read by IteratorVariable's methods)
+        return [self.make(key) for key in self.snapshot]
+
+    def check(self) -> None:
+        now = self.current_keys()
+        if len(now) != len(self.snapshot):
+            from .constant import user_error
+
+            raise user_error(RuntimeError, f"{self.what} changed size during iteration")
+        if now != self.snapshot:
+            raise Unsupported(f"the keys of a {self.what} changed while it was iterated")
+
+    def next(self) -> VariableTracker | None:
+        self.check()
+        return super().next()
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        self.check()
+        return super().unpack(tx)
+
+
+def iterate(tx, value: VariableTracker) -> IteratorVariable:
+    """``iter(value)`` for a tracker that is not an array: a list is read live (items appended
+    while it is iterated are reached, as in Python), dicts and sets are checked for changes."""
+    from .constant import ConstantVariable
+
+    if isinstance(value, IteratorVariable):
+        return value
+    if isinstance(value, ListVariable):
+        return IteratorVariable(value.items)  # (the very list of items: changes are seen)
+    if isinstance(value, DictVariable):
+        return CheckedIteratorVariable(lambda: list(value.items), ConstantVariable, "dictionary")
+    if isinstance(value, DictViewVariable):
+        return CheckedIteratorVariable(lambda: list(value.d.items), value.make, "dictionary")
+    if isinstance(value, ConstantVariable) and type(value.value) is set:
+        return CheckedIteratorVariable(lambda: list(value.value), ConstantVariable, "Set")
+    return IteratorVariable(value.unpack(tx))

@@ -166,7 +166,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
             "GCTests.test_resurrection_does_not_block_cleanup_of_other_objects",
             "GCTests.test_saveall"),
     **_ids("test_gc", GC_TIMING, "GCTogglingTests.test_bug1055820c"),
-    **_ids("test_generators", ITERATORS, "GeneratorTest.test_name"),
     **_ids("test_dis", FRAME_CODE, "BytecodeTests.test_from_traceback_dis",
             *(f"{case}.{name}" for case in ("TestDisTraceback", "TestDisTracebackWithFile")
               for name in ("test_distb_explicit_arg", "test_distb_last_traceback"))),

@@ -1,9 +1,9 @@
 """NPBench-style kernels with Python loops: triangular solves, factorisations, stencils.
 
 Each entry of `KERNELS` is (name, function, make_inputs(n) -> tuple). Used by
-`benchmarks/bench_first_call.py` (first-call time, graphs) and `tests/dynamo/test_loop_kernels.py`
-(results equal NumPy's, at least one graph). Written the way NPBench writes them: plain NumPy
-inside Python loops, with the loop counter in slices.
+`benchmarks/bench_first_call.py` (first-call time, graphs) and the benchmark suite
+(`benchmarks/suite/`, whose tests in tests/benchmarks check results equal NumPy's). Written the
+way NPBench writes them: plain NumPy inside Python loops, with the loop counter in slices.
 """
 
 from __future__ import annotations

@@ -127,3 +127,47 @@ def test_shape_prop_reports_broadcast_errors():
     g = graph_of(lambda x, y: x + y, 2)
     with pytest.raises(ShapePropError, match="broadcast"):
         propagate_shapes(g, [X, np.ones(5)])
+
+
+# ufunc.outer as a broadcast (fx/passes/expand_outer.py) -------------------------------------
+
+
+@pytest.mark.parametrize("uf, a, b", [
+    (np.add, np.linspace(0, 1, 5), np.linspace(1, 2, 4)),
+    (np.multiply, np.arange(6.0).reshape(2, 3), np.linspace(-1, 1, 4)),
+    (np.subtract, np.arange(3, dtype=np.int64), np.arange(4, dtype=np.int32)),
+    (np.maximum, np.float32([1, np.nan, 3]), np.float32([2, 2])),
+])
+def test_ufunc_outer_becomes_the_same_broadcast(uf, a, b):
+    import dynamo
+    from dynamo.backends.c import compile_graph
+    from fx.passes.expand_outer import expand_ufunc_outer
+
+    def f(x, y):
+        return uf.outer(x, y) * 2
+
+    gm = dynamo.explain(f)(a, b).graphs[0]
+    expected = gm.forward(a, b)
+    assert expand_ufunc_outer(gm.graph)
+    gm.recompile()
+    code = "\n".join(line for line in gm.code.splitlines() if not line.strip().startswith("#"))
+    assert ".outer(" not in code and f"numpy.{uf.__name__}(" in code
+    got = gm.forward(a, b)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+    propagate_shapes(gm, [a, b], validate=True)  # (the new nodes' metas are right)
+    fn = compile_graph(dynamo.explain(f)(a, b).graphs[0], [a, b], min_size=0, calibrate=False)
+    np.testing.assert_array_equal(fn(a, b), expected)
+
+
+def test_floyd_warshall_s_outer_fuses_into_the_kernel():
+    import dynamo
+
+    def step(path, k):
+        return np.minimum(path, np.add.outer(path[:, k], path[k, :]))
+
+    x = np.random.default_rng(6).random((64, 64))
+    out = dynamo.explain(step, backend="c")(x, 3)
+    np.testing.assert_array_equal(out.result, step(x, 3))
+    report = str(out.fusion_reports[0])
+    assert "computes add, minimum" in report, report

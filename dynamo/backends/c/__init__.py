@@ -11,7 +11,8 @@ Pipeline: `fusion.plan_fusion` (which asks `lowering` per node) -> `codegen_c` -
 (gcc + disk cache) -> a generated straight-line program (`program.Program`; its source is
 ``fn.program_code``) of NumPy statements and one call per kernel to that kernel's *step*
 (`_kernel_step`: the runner of `kernel.py`, or the kernel's generated NumPy path). Before
-fusion, constant folding, CSE and DCE run on ``gm.graph`` (in place; ``gm`` is recompiled).
+fusion, `ufunc.outer` expansion (a broadcast, which fuses: `fx/passes/expand_outer.py`),
+constant folding, CSE and DCE run on ``gm.graph`` (in place; ``gm`` is recompiled).
 "Compile only what pays": a kernel whose domain is below ``min_size`` elements (1 by default)
 is not compiled, nor one too small to pay for a program step (`small.prune`, before gcc runs);
 its nodes run as NumPy calls (with no kernel at all the result *is* ``gm.forward``). Static
@@ -255,8 +256,10 @@ def _run_passes(gm: Any) -> None:
     from fx.passes.constant_fold import fold_constants
     from fx.passes.cse import eliminate_common_subexpressions
     from fx.passes.dce import eliminate_dead_code
+    from fx.passes.expand_outer import expand_ufunc_outer
 
-    changed = fold_constants(gm.graph) + eliminate_common_subexpressions(gm.graph)
+    changed = expand_ufunc_outer(gm.graph)  # (a ufunc call fuses; its outer method does not)
+    changed += fold_constants(gm.graph) + eliminate_common_subexpressions(gm.graph)
     changed += eliminate_dead_code(gm.graph)
     if changed and hasattr(gm, "recompile"):
         gm.recompile()

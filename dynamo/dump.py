@@ -7,7 +7,9 @@ folder per compiled frame (a function, a resume function, a loop or try/with bod
     graph.py      the graph's generated code: the compiled function is compiled *from this file*,
                   so a debugger steps through it and tracebacks show its lines
     bytecode.txt  the original and the transformed bytecode side by side
-    guards.py     the guard function (and which guards run in C)
+    guards.py     the Python guard function; it is compiled from this file (a debugger steps
+                  through it) when the frame has a graph
+    guards.txt    every guard, and whether the C guard program or Python runs it
     parts.txt     the disassembly of every resume and body function the transformed code makes
     kernels.txt   (C backend) the fusion report with each kernel's C source
     frame.txt     where the frame is, why its graph ended, compile times
@@ -86,9 +88,11 @@ def write_frame(compiled: Any) -> str | None:
     code = compiled.original_code
     files = {
         "bytecode.txt": side_by_side(code, compiled.code) + "\n",
-        "guards.py": _guards_text(compiled.check_fn),
+        "guards.txt": _guards_text(compiled.check_fn),
         "frame.txt": _frame_text(compiled),
     }
+    if not os.path.exists(os.path.join(folder, "guards.py")):  # (written when compiled from it)
+        files["guards.py"] = getattr(compiled.check_fn, "source", "") or ""
     parts = _parts_text(compiled.code)
     if parts:
         files["parts.txt"] = parts
@@ -107,10 +111,9 @@ def write_frame(compiled: Any) -> str | None:
 def _guards_text(check_fn: Any) -> str:
     from .debug import guard_lines
 
-    source = getattr(check_fn, "source", None) or ""
-    lines = "\n".join(f"#   {line}" for line in guard_lines(check_fn))
-    return (f"# The guards of this compiled version ([C]: run by the C guard program; "
-            f"[Python]: this text):\n{lines}\n\n{source}\n")
+    lines = "\n".join(guard_lines(check_fn))
+    return ("The guards of this compiled version ([C]: run by the C guard program; [Python]: "
+            f"by the Python function in guards.py):\n{lines}\n")
 
 
 def _frame_text(compiled: Any) -> str:

@@ -330,9 +330,12 @@ def _fn_text(fn_name: str, names: list[str], parts: list[str]) -> str:
     )
 
 
-def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> Callable[..., bool]:
+def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str,
+                   filename: str | None = None) -> Callable[..., bool]:
     """Compile `guards` into a `_C.GuardSet` over (argument slots..., globals, closure) that
-    carries the equivalent Python function and its text (see the module docstring)."""
+    carries the equivalent Python function and its text (see the module docstring). With
+    `filename` (the dump directory's guards.py), the text is written there and compiled from
+    it, so a debugger steps through the Python guards at their lines."""
     builder = GuardBuilder()
     # A base object's type is checked before its items and attributes are read.
     unique: dict[tuple, Guard] = {}
@@ -361,7 +364,14 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str) -> 
             continue
         program.append((_PYTHON, (), fallbacks[i], None, 0, i))  # the name is replaced below
     scope = dict(builder.scope)
-    exec(compile(source + "".join(fallback_text), f"<guards {fn_name}>", "exec"), scope)
+    text = source + "".join(fallback_text)
+    if filename is not None:
+        try:
+            with open(filename, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError:
+            filename = None
+    exec(compile(text, filename or f"<guards {fn_name}>", "exec"), scope)
     python_fn = scope.pop(fn_name)  # not left in its own globals: that would be a cycle
     for i, name in fallbacks.items():
         fn = scope.pop(name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 import operator
+import os
 import time
 import types
 from dataclasses import dataclass
@@ -1421,7 +1422,9 @@ def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
     # (after the code is written: rebuilding a size at a break may fix it, a fact to guard)
     guards = tx.output.final_guards()
     tx.output.shape_env.frozen = True
-    check_fn = build_check_fn(guards, list(tx.argnames), tx.code.co_name)
+    dump_folder = result.graph_module.meta.get("dump_folder") if result is not None else None
+    check_fn = build_check_fn(guards, list(tx.argnames), tx.code.co_name,
+                              os.path.join(dump_folder, "guards.py") if dump_folder else None)
     check_fn.graph_module = result.graph_module if result is not None else None
     if result is not None:
         result.compile_seconds = time.perf_counter() - started

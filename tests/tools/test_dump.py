@@ -38,10 +38,17 @@ def test_every_compiled_frame_gets_a_folder(tmp_path, capsys):
     assert folders[0] == "0000_with_break" or folders[0].endswith("_with_break"), folders
     assert any("with_body_at_line" in name for name in folders), folders
     first = tmp_path / folders[0]
-    assert {"graph.py", "bytecode.txt", "guards.py", "frame.txt", "parts.txt"} <= {
-        p.name for p in first.iterdir()}
+    assert {"graph.py", "bytecode.txt", "guards.py", "guards.txt", "frame.txt",
+            "parts.txt"} <= {p.name for p in first.iterdir()}
     assert "ORIGINAL" in (first / "bytecode.txt").read_text()
-    assert "NDARRAY_MATCH" in (first / "guards.py").read_text()
+    assert "NDARRAY_MATCH" in (first / "guards.txt").read_text()
+    guard_text = (first / "guards.py").read_text()
+    assert guard_text.startswith("def ___check_") and "___ndarray" in guard_text
+    # the Python guard function is compiled from that file (a debugger steps through it)
+    from dynamo import _C
+
+    check_fn = _C.get_cache_entries(with_break.__code__)[0][0]
+    assert check_fn.python_fn.__code__.co_filename == str(first / "guards.py")
     assert "print() has a side effect" in (first / "frame.txt").read_text()
     assert "resume at line" in (first / "parts.txt").read_text()
     # the graph runs from the file: a debugger and tracebacks show its lines

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from fx.graph_module import module_for as fx_module_for
 
 from . import _C
-from .backends import Backend, list_backends, lookup_backend
+from .backends import Backend, backend_spec, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 from .dynamic_shapes import forget as forget_sizes
 
@@ -195,22 +195,6 @@ class _CaptureContext(_C.Capture):
 # Pickling compiled functions -----------------------------------------------------------------
 
 
-def _backend_of(wrapper: Any) -> Any:
-    """The backend a wrapper compiles with: its registered name when it has one (so a worker
-    process looks it up in its own registry), else the callable itself."""
-    callback = wrapper._dynamo_callback
-    backend = callback.backend
-    if isinstance(backend, _WeakBackend):
-        backend = backend._ref()
-    for name in list_backends():
-        try:
-            if lookup_backend(name) is backend:
-                return name
-        except Exception:  # noqa: BLE001 - a lazily registered backend that cannot import
-            continue
-    return backend
-
-
 def _reduce_wrapper(wrapper: Any) -> Any:
     """``pickle`` support for what `compile` returns: by reference when the module attribute
     of that name is this very wrapper (``@dynamo.compile`` on a module function), else as
@@ -231,7 +215,8 @@ def _reduce_wrapper(wrapper: Any) -> Any:
         target = getattr(target, part, None)
     if target is wrapper:
         return wrapper.__qualname__
-    return (_recompile, (fn, _backend_of(wrapper), callback.fullgraph, callback.dynamic))
+    return (_recompile, (fn, backend_spec(callback.backend), callback.fullgraph,
+                        callback.dynamic))
 
 
 def _recompile(fn: Callable, backend: Any, fullgraph: bool, dynamic: bool | None) -> Callable:

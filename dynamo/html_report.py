@@ -232,32 +232,12 @@ def render(frames: list[FrameSummary]) -> str:
 
 def _time_chart(frames: list[FrameSummary]) -> str:
     """Horizontal bars: tracing (and the rest of compiling) and backend time per frame."""
-    rows = [f for f in frames if f.seconds > 0][:60]
-    if not rows:
-        return "<p class='muted'>nothing compiled</p>"
-    longest = max(f.seconds for f in rows)
-    width, bar_h, label_w = 900, 18, 330
-    height = len(rows) * (bar_h + 6) + 30
-    out = [f"<svg class='time-chart' width='{width}' height='{height}' "
-           f"xmlns='http://www.w3.org/2000/svg' font-size='12'>"]
-    scale = (width - label_w - 90) / longest
-    for i, f in enumerate(rows):
-        y = 10 + i * (bar_h + 6)
+    rows = []
+    for f in [f for f in frames if f.seconds > 0][:60]:
         backend = min(f.backend_seconds, f.seconds)
-        trace_w, backend_w = (f.seconds - backend) * scale, backend * scale
-        out.append(f"<text x='0' y='{y + 13}'>{html.escape(f.name[:48])}</text>")
-        out.append(f"<rect x='{label_w}' y='{y}' width='{trace_w:.1f}' height='{bar_h}' "
-                   "fill='#5b8def'><title>tracing</title></rect>")
-        out.append(f"<rect x='{label_w + trace_w:.1f}' y='{y}' width='{backend_w:.1f}' "
-                   f"height='{bar_h}' fill='#f0a33a'><title>backend</title></rect>")
-        out.append(f"<text x='{label_w + trace_w + backend_w + 4:.1f}' y='{y + 13}'>"
-                   f"{f.seconds * 1e3:.1f} ms</text>")
-    y = height - 8
-    out.append(f"<rect x='{label_w}' y='{y - 10}' width='10' height='10' fill='#5b8def'/>"
-               f"<text x='{label_w + 14}' y='{y}'>tracing</text>"
-               f"<rect x='{label_w + 80}' y='{y - 10}' width='10' height='10' fill='#f0a33a'/>"
-               f"<text x='{label_w + 94}' y='{y}'>backend</text></svg>")
-    return "".join(out)
+        rows.append((f.name, (f.seconds - backend, backend), f"{f.seconds * 1e3:.1f} ms"))
+    return _bars("time-chart", rows, (("tracing", "#5b8def"), ("backend", "#f0a33a")),
+                 "nothing compiled")
 
 
 def _hits_chart(frames: list[FrameSummary]) -> str:
@@ -268,30 +248,39 @@ def _hits_chart(frames: list[FrameSummary]) -> str:
         stats = f.cache_stats() if f.status == "compiled" else None
         if stats is not None and (f.name, f.where) not in seen:
             seen.add((f.name, f.where))
-            rows.append((f.name, *stats))
-    rows = rows[:60]
+            rows.append((f.name, stats, f"{stats[0]} / {stats[1]}"))
+    return _bars("hits-chart", rows[:60], (("hits", "#3aa76d"), ("misses", "#d9534f")),
+                 "no compiled frame is still alive")
+
+
+def _bars(css_class: str, rows: list[tuple[str, tuple, str]],
+          segments: tuple[tuple[str, str], ...], empty: str) -> str:
+    """An SVG of stacked horizontal bars: per row a label, one segment per value (`segments`:
+    their names and colours, shown as a legend) and a text after the bar."""
     if not rows:
-        return "<p class='muted'>no compiled frame is still alive</p>"
-    most = max(h + m for _, h, m in rows) or 1
+        return f"<p class='muted'>{empty}</p>"
+    most = max(sum(values) for _, values, _ in rows) or 1
     width, bar_h, label_w = 900, 18, 330
     height = len(rows) * (bar_h + 6) + 30
-    out = [f"<svg class='hits-chart' width='{width}' height='{height}' "
-           "xmlns='http://www.w3.org/2000/svg' font-size='12'>"]
     scale = (width - label_w - 110) / most
-    for i, (name, hits, misses) in enumerate(rows):
+    out = [f"<svg class='{css_class}' width='{width}' height='{height}' "
+           "xmlns='http://www.w3.org/2000/svg' font-size='12'>"]
+    for i, (label, values, text) in enumerate(rows):
         y = 10 + i * (bar_h + 6)
-        out.append(f"<text x='0' y='{y + 13}'>{html.escape(name[:48])}</text>")
-        out.append(f"<rect x='{label_w}' y='{y}' width='{hits * scale:.1f}' height='{bar_h}' "
-                   "fill='#3aa76d'><title>hits</title></rect>")
-        out.append(f"<rect x='{label_w + hits * scale:.1f}' y='{y}' width='{misses * scale:.1f}' "
-                   f"height='{bar_h}' fill='#d9534f'><title>misses</title></rect>")
-        out.append(f"<text x='{label_w + (hits + misses) * scale + 4:.1f}' y='{y + 13}'>"
-                   f"{hits} / {misses}</text>")
+        out.append(f"<text x='0' y='{y + 13}'>{html.escape(label[:48])}</text>")
+        x = label_w
+        for value, (name, colour) in zip(values, segments):
+            out.append(f"<rect x='{x:.1f}' y='{y}' width='{value * scale:.1f}' "
+                       f"height='{bar_h}' fill='{colour}'><title>{name}</title></rect>")
+            x += value * scale
+        out.append(f"<text x='{x + 4:.1f}' y='{y + 13}'>{html.escape(text)}</text>")
     y = height - 8
-    out.append(f"<rect x='{label_w}' y='{y - 10}' width='10' height='10' fill='#3aa76d'/>"
-               f"<text x='{label_w + 14}' y='{y}'>hits</text>"
-               f"<rect x='{label_w + 60}' y='{y - 10}' width='10' height='10' fill='#d9534f'/>"
-               f"<text x='{label_w + 74}' y='{y}'>misses</text></svg>")
+    x = label_w
+    for name, colour in segments:
+        out.append(f"<rect x='{x}' y='{y - 10}' width='10' height='10' fill='{colour}'/>"
+                   f"<text x='{x + 14}' y='{y}'>{name}</text>")
+        x += 80
+    out.append("</svg>")
     return "".join(out)
 
 

@@ -150,20 +150,6 @@ def _warn(message: str) -> None:
 # Repro directories ----------------------------------------------------------------------------
 
 
-def _backend_spec(backend: Any) -> Any:
-    from .backends import list_backends, lookup_backend
-
-    target = getattr(backend, "_ref", None)
-    target = target() if callable(target) else backend
-    for name in list_backends():
-        try:
-            if lookup_backend(name) is target:
-                return name
-        except Exception:  # noqa: BLE001 - a lazy backend that does not import
-            continue
-    return target
-
-
 _SCRIPT = '''"""npdynamo repro: {problem}
 
 Graph of {where}, backend {backend_label}. Run ``python repro.py`` (exit status 1 while the
@@ -196,7 +182,9 @@ def write_repro(records: list, attrs: dict, inputs: tuple, backend: Any, problem
         while directory.exists():
             directory = root / f"{stem}_{next(_serial)}"
     directory.mkdir(parents=True, exist_ok=True)
-    spec = _backend_spec(backend)
+    from .backends import backend_spec
+
+    spec = backend_spec(backend)
     (directory / "graph.pkl").write_bytes(pickle.dumps({"nodes": records, "attrs": attrs}))
     (directory / "inputs.pkl").write_bytes(pickle.dumps(tuple(inputs)))
     try:

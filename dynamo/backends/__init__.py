@@ -9,9 +9,11 @@ elementwise and reduction chains into C kernels built with gcc through cffi).
 
 from __future__ import annotations
 
-from typing import Callable
+import weakref
 
-__all__ = ["register_backend", "lookup_backend", "list_backends", "Backend"]
+from typing import Any, Callable
+
+__all__ = ["register_backend", "lookup_backend", "list_backends", "backend_spec", "Backend"]
 
 Backend = Callable[..., Callable]
 
@@ -40,6 +42,18 @@ def register_backend(name: str | Backend | None = None, *, replace: bool = False
 
 def list_backends() -> list[str]:
     return sorted(set(_BACKENDS) | set(_LAZY))
+
+
+def backend_spec(backend: Any) -> Any:
+    """What names `backend` in another process: its registered name when it has one (the other
+    process looks it up in its own registry), else the callable itself (a compile callback's
+    weak reference to it followed). Used to pickle compiled functions and to write repros."""
+    target = getattr(backend, "_ref", None)  # (eval_frame._WeakBackend)
+    target = target() if isinstance(target, weakref.ref) else backend
+    for name, fn in _BACKENDS.items():
+        if fn is target:
+            return name
+    return target
 
 
 def lookup_backend(backend: str | Backend) -> Backend:

@@ -180,24 +180,14 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-class SmallRunner:
-    """A kernel runner with the general runner's interface (``runner(inputs, shape,
-    threads)`` -> ``(outputs, FE flags)`` or None) that makes one C call per kernel launch;
-    layouts it has not registered (and cannot), and calls for another thread count
-    (calibration), go to the wrapped general runner ``base``. Only for kernels whose calls run
-    serially (`attach`): the registered blocks do not depend on the thread count then.
-    Every other attribute (``in_dtypes``, ``options``, ``parallel_for``, ...) is ``base``'s."""
+class _Wrapped:
+    """A runner wrapping a general runner ``base``: every attribute it does not set itself
+    (``in_dtypes``, ``options``, ``parallel_for``, ...) is ``base``'s, and the thread count is
+    ``base``'s too (calibration sets it through the wrapper). The program's calibration
+    (``_kernel_step``) keeps its verdict on the wrapper, as on a general runner."""
 
-    def __init__(self, base: Any, library: Any, opts: COptions):
+    def __init__(self, base: Any):
         self.__dict__["base"] = base
-        self.kernel = base.kernel
-        self.library = library
-        self.sk = _small_kernel(base, library, opts)
-        self._layouts = _Layouts(base)
-        #: A weak reference to the whole-graph `SmallKernel` calling this kernel, if the graph
-        #: is only this kernel (it holds this runner in its ``runners``: no cycle).
-        self.whole: Any = None
-        #: Set by the program's calibration (``_kernel_step``), as on the general runners.
         self.use_kernel: bool | None = None
         self.calibration: tuple[float, float] | None = None
 
@@ -211,6 +201,25 @@ class SmallRunner:
     @threads.setter
     def threads(self, value: int) -> None:
         self.base.threads = value
+
+
+class SmallRunner(_Wrapped):
+    """A kernel runner with the general runner's interface (``runner(inputs, shape,
+    threads)`` -> ``(outputs, FE flags)`` or None) that makes one C call per kernel launch;
+    layouts it has not registered (and cannot), and calls for another thread count
+    (calibration), go to the wrapped general runner ``base``. Only for kernels whose calls run
+    serially (`attach`): the registered blocks do not depend on the thread count then.
+    Every other attribute (``in_dtypes``, ``options``, ``parallel_for``, ...) is ``base``'s."""
+
+    def __init__(self, base: Any, library: Any, opts: COptions):
+        super().__init__(base)
+        self.kernel = base.kernel
+        self.library = library
+        self.sk = _small_kernel(base, library, opts)
+        self._layouts = _Layouts(base)
+        #: A weak reference to the whole-graph `SmallKernel` calling this kernel, if the graph
+        #: is only this kernel (it holds this runner in its ``runners``: no cycle).
+        self.whole: Any = None
 
     @property
     def calls(self) -> int:
@@ -237,30 +246,17 @@ class SmallRunner:
         return self.base(inputs, shape, threads)
 
 
-class DynamicGate:
+class DynamicGate(_Wrapped):
     """A general runner over symbolic sizes that declines (None: the NumPy path runs) calls
     whose domain is below ``min_size`` elements; everything else is the wrapped runner's."""
 
     def __init__(self, base: Any, min_size: int):
-        self.base = base
+        super().__init__(base)
         self.min_size = min_size
-        self.use_kernel: bool | None = None
-        self.calibration: tuple[float, float] | None = None
 
     @property
     def calls(self) -> int:
         return self.base.calls
-
-    @property
-    def threads(self) -> int:
-        return self.base.threads
-
-    @threads.setter
-    def threads(self, value: int) -> None:
-        self.base.threads = value
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.base, name)
 
     def __call__(self, inputs: Any, shape: tuple[int, ...] | None = None,
                  threads: int | None = None) -> Any:

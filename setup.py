@@ -15,10 +15,11 @@ import sys
 # The PEP 523 hook reads CPython's private frame layout, which changes in every minor
 # version; stop before the compiler produces a confusing error (csrc/cpython_compat.h
 # also has an #error for the same reason).
-if sys.version_info[:2] != (3, 11):
+SUPPORTED = ((3, 10), (3, 11), (3, 12), (3, 13))
+if sys.version_info[:2] not in SUPPORTED:
     sys.exit(
-        "npdynamo supports CPython 3.11 only; you have %d.%d. "
-        "Install it with a Python 3.11 interpreter." % sys.version_info[:2]
+        "npdynamo supports CPython 3.10, 3.11, 3.12 and 3.13; you have %d.%d. "
+        "Install it with one of those interpreters." % sys.version_info[:2]
     )
 
 from setuptools import Extension, find_packages, setup  # noqa: E402
@@ -39,5 +40,5 @@ extension = Extension(
 setup(
     packages=find_packages(include=["dynamo", "dynamo.*", "fx", "fx.*"]),
     ext_modules=[extension],
-    python_requires=">=3.11,<3.12",
+    python_requires=">=3.10,<3.14",
 )

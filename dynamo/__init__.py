@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import sys
 
-if sys.version_info[:2] != (3, 11):
+if not (3, 10) <= sys.version_info[:2] <= (3, 13):
     raise ImportError(
-        f"npdynamo supports CPython 3.11 only (its frame hook uses 3.11 interpreter internals); "
-        f"this is Python {sys.version_info.major}.{sys.version_info.minor}"
+        f"npdynamo supports CPython 3.10, 3.11, 3.12 and 3.13 (its frame hook uses each "
+        f"version's interpreter internals); this is Python "
+        f"{sys.version_info.major}.{sys.version_info.minor}"
     )
 
 try:

@@ -5,7 +5,7 @@ exception handlers as indices into that list), and answers to three questions ab
 instruction index: which local variables are live there (read later before being written), does
 it lie inside an exception-handled block (``try``/``with``), and does it lie inside a loop. Called
 by the translator (`symbolic_convert`) and by `resume`, which both index instructions the same
-way: the `bytecode.Instr` items of ``Bytecode.from_code(code)``, in order.
+way: the `bytecode.Instr` items of ``compat.decode(code)``, in order.
 
 Liveness is the textbook backward data-flow fixed point over the control-flow graph, with an
 edge from every instruction inside a ``try`` region to its handler (an exception may leave from
@@ -19,13 +19,17 @@ import types
 import weakref
 from dataclasses import dataclass, field
 
-from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
+from bytecode import Instr, Label, TryBegin, TryEnd
+
+from . import compat
 
 __all__ = ["CodeInfo", "Region", "code_info"]
 
-_READS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST"})
-_WRITES = frozenset({"STORE_FAST", "DELETE_FAST"})
-_TERMINAL = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE"})
+# (LOAD_FAST_AND_CLEAR, 3.12+: an inlined comprehension saves the variable it shadows, unbinds
+# it, and stores the saved value back after the loop)
+_READS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"})
+_WRITES = frozenset({"STORE_FAST", "DELETE_FAST", "LOAD_FAST_AND_CLEAR"})
+_TERMINAL = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
 _SEES_ALL_LOCALS = frozenset({"locals", "vars", "eval", "exec", "dir", "breakpoint"})
 #: Attributes whose use means the code looks at its own frame object (``sys._getframe()``,
 #: ``inspect.currentframe()``, ``traceback.extract_stack()``, ``frame.f_locals``): after a
@@ -67,7 +71,7 @@ class CodeInfo:
     def from_code(cls, code: types.CodeType) -> "CodeInfo":
         info = cls()  # (holds no reference to `code`: the cache below is weak on it)
         active: TryBegin | None = None
-        for item in Bytecode.from_code(code):
+        for item in compat.decode(code):
             if isinstance(item, Label):
                 info.labels[item] = len(info.instructions)
             elif isinstance(item, TryBegin):
@@ -78,12 +82,32 @@ class CodeInfo:
                 info.instructions.append(item)
                 info.handlers.append(active)
         # Handler depths come from CPython's exception table (`bytecode` leaves them unset).
-        offsets = [i.offset for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
-        index_of = {offset: k for k, offset in enumerate(offsets)}
+        index_of = compat.offsets_to_indices(code)
         for entry in dis._parse_exception_table(code):
             if entry.target in index_of:
                 info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
+        info._drop_benign_handlers()
         return info
+
+    def _drop_benign_handlers(self) -> None:
+        """Handlers the compiler made (3.12+ inlined comprehensions, generator bodies: they
+        restore state and re-raise, see `compat.is_benign_handler`) do not make a ``try``: an
+        instruction they cover gets the handler around the handler's own re-raise instead."""
+        benign: dict[Label, TryBegin | None] = {}
+        for handler in {h for h in self.handlers if h is not None}:
+            start = self.labels[handler.target]
+            if compat.is_benign_handler(self.instructions, start):
+                benign[handler.target] = None
+        if not benign:
+            return
+        for target in benign:  # the handler around the re-raise (a user try around it)
+            start = self.labels[target]
+            outer = self.handlers[start]
+            while outer is not None and outer.target in benign and outer.target is not target:
+                outer = self.handlers[self.labels[outer.target]]
+            benign[target] = outer if outer is None or outer.target not in benign else None
+        self.handlers = [benign.get(h.target, h) if h is not None else None
+                         for h in self.handlers]
 
     # Questions --------------------------------------------------------------------------------
 
@@ -141,8 +165,9 @@ class CodeInfo:
         """Whether the code can read its locals by name (``locals()``, ``vars()``, ``eval``,
         ``exec``, ``dir()``), look at its own frame (``sys._getframe()``, ...) or start a
         debugger or tracer in it: splitting it would show other locals, or a generated frame."""
-        return any((inst.name == "LOAD_GLOBAL" and inst.arg[1] in _SEES_ALL_LOCALS)
-                   or (inst.name in ("LOAD_ATTR", "LOAD_METHOD") and inst.arg in _SEES_ITS_FRAME)
+        return any((inst.name == "LOAD_GLOBAL" and compat.global_name(inst) in _SEES_ALL_LOCALS)
+                   or (inst.name in ("LOAD_ATTR", "LOAD_METHOD")
+                       and compat.attr_name(inst) in _SEES_ITS_FRAME)
                    for inst in self.instructions)
 
     def region(self, start: int, depth: int, bound: frozenset[str]) -> Region | None:

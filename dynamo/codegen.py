@@ -27,10 +27,11 @@ import types
 from dataclasses import dataclass, field
 from typing import Any
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 from bytecode.instr import InstrLocation
 
+from . import compat
 from . import instructions as ins
 from . import loops, region_body
 from ._C import tail_call
@@ -188,7 +189,7 @@ class Codegen:
                            for node in self.result.graph_module.graph.nodes)
         protected = TryBegin(self.graph_error, True)  # (the handler sets the frame's position)
         self.label_raw(protected)
-        self.extend(ins.push_null() + ins.load_const(self.result.compiled_fn))
+        self.extend(ins.with_null(ins.load_const(self.result.compiled_fn)))
         for source in self.result.input_sources:
             source.reconstruct(self)
         self.extend(ins.call(len(self.result.input_sources)))
@@ -263,7 +264,7 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     driven = exit.loop_plan is not None or exit.region is not None
     receiver = super_receiver(code)
     if not driven:
-        gen.extend(ins.push_null() + ins.load_const(tail_call))
+        gen.extend(ins.with_null(ins.load_const(tail_call)))
         if receiver is not None:  # (the resume function's first argument: see super_receiver)
             if receiver in exit.locals:
                 gen.reconstruct(exit.locals[receiver])
@@ -357,7 +358,7 @@ def _call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[s
     """Return ``tail_call(*names, resume_fn)`` for the resume function for `target`, passing
     these (bound) locals."""
     resume = resume_code(code, target, (), names)
-    gen.extend(ins.push_null() + ins.load_const(tail_call))
+    gen.extend(ins.with_null(ins.load_const(tail_call)))
     _load_receiver(gen, code)
     for name in resume.live_locals:
         gen.extend(ins.load_fast(name))
@@ -453,7 +454,7 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
         resume = resume_code(code, j, (False,) * depth, names)
         for k in reversed(range(depth)):
             gen.extend(ins.store_fast(f"{EXIT_TEMP}{k}"))
-        gen.extend(ins.push_null() + ins.load_const(tail_call))
+        gen.extend(ins.with_null(ins.load_const(tail_call)))
         _load_receiver(gen, code)
         for k in range(depth):
             gen.extend(ins.load_fast(f"{EXIT_TEMP}{k}") + ins.delete_fast(f"{EXIT_TEMP}{k}"))
@@ -477,10 +478,10 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     gen.pad_positions(plan.body.co_positions())
     protected = TryBegin(label_of(plan.handler), own.push_lasti)
     gen.label_raw(protected)  # (after the stores: the handler's depth is the block's base)
-    gen.extend(ins.push_null())
+    gen.extend(ins.null_before())
     for name in plan.closure_names:
         gen.extend(ins.load_closure(FreeVar(name)))
-    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)))
+    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.null_after())
     for k in range(plan.stack_args):
         gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
     for k in range(plan.stack_args):
@@ -536,7 +537,7 @@ def _emit_position_fix(gen: Codegen, fix: Any, lasti_below: int | None) -> None:
     values under the exception (None: none pushed), so that a ``RERAISE 1`` leaves the frame at
     the statement that raised, as plain Python does. A Python call is fine here: transformed
     code runs only while no trace or profile function is set."""
-    gen.extend(ins.push_null() + ins.load_const(fix) + ins.copy(3)
+    gen.extend(ins.with_null(ins.load_const(fix)) + ins.copy(2 + ins.NULL_SLOTS)
                + ins.call(1))                              # ..., exc, index
     if lasti_below is None:
         gen.extend(ins.pop_top())
@@ -571,7 +572,7 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     gen.pad_positions(plan.body.co_positions())
     protected = TryBegin(mend, True)
     gen.label_raw(protected)
-    gen.extend(ins.push_null() + ins.load_fast(LOOP_BODY))
+    gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
     if plan.iterates:
         gen.extend(ins.load_fast(ITEM))
     for name in plan.carried:
@@ -611,12 +612,13 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     gen.extend(ins.reraise(restore_position=True))
     if plan.iterates:
         gen.label(done)
+        gen.extend(ins.loop_exit())
         target, names = plan.done
         _call_resume(gen, code, target, names)
 
 
 def _assemble(code: types.CodeType, body: list) -> types.CodeType:
-    original = Bytecode.from_code(code)
+    original = compat.decode(code)
     # The prologue up to RESUME sets the frame up (a resume function's also installs the cells
     # it receives: see resume.py).
     instrs = [i for i in original if isinstance(i, Instr)]

@@ -2,11 +2,14 @@
 that codegen and resume functions emit.
 
 In: what to emit (a name, a count, a constant, a jump target). Out: lists of `bytecode.Instr`
-(and pseudo-instructions) for CPython 3.11. Called by `codegen` (transformed code of a captured
-frame) and `resume` (continuation functions after a graph break). Opcode spellings and calling
-conventions change between CPython versions (3.11 has PRECALL and pushes NULL before a callable;
-3.12 drops PRECALL; 3.13 changes jumps); keeping them here means a port edits this file, not the
-code generators. Every function returns a fresh list, so callers may set line numbers on it.
+(and pseudo-instructions) for the running CPython (3.10 to 3.13). Called by `codegen`
+(transformed code of a captured frame), `resume` (continuation functions after a graph break),
+`loops`, `region_body` and the variables' `reconstruct`. Opcode spellings and calling conventions
+change between versions (3.10 has CALL_FUNCTION and no NULL; 3.11 has PRECALL and pushes NULL
+before a callable; 3.12 drops PRECALL and KW_NAMES-less spellings move; 3.13 puts the NULL after
+the callable and passes keyword names on the stack to CALL_KW): each function below is chosen
+once, at import, from `dynamo.compat`, so the code generators never test a version. Every
+function returns a fresh list, so callers may set line numbers on it.
 """
 
 from __future__ import annotations
@@ -15,18 +18,21 @@ from typing import Any
 
 from bytecode import CellVar, Compare, FreeVar, Instr, Label
 
+from .compat import HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312, PY313
+
 __all__ = [
     "PREFIX_OPS", "forward_jump", "binary_subscr", "build_list", "build_map", "build_tuple", "call",
     "call_sequence", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
     "if_not_equal", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
     "load_deref", "load_fast", "load_global", "make_cell", "make_closure", "make_function",
-    "pop_top", "push_null", "resume", "return_value", "store_attr", "store_deref", "store_fast",
-    "store_global", "store_subscr", "swap", "unpack_sequence",
+    "pop_top", "push_null", "with_null", "null_before", "null_after", "resume", "return_value",
+    "store_attr", "store_deref", "store_fast",
+    "store_global", "store_subscr", "swap", "unpack_sequence", "loop_exit",
 ]
 
-#: Instructions of a 3.11 code object's prologue that set up its frame (free variables copied
-#: from the closure, cells made, the RESUME marker); a transformed code keeps them.
-PREFIX_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME")
+#: Instructions of a code object's prologue that set up its frame (free variables copied from
+#: the closure, cells made, the RESUME marker; 3.11+); a transformed code keeps them.
+PREFIX_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME") if HAS_PREFIX else ()
 
 
 def load_fast(name: str) -> list[Instr]:
@@ -46,17 +52,47 @@ def load_const(value: Any) -> list[Instr]:
 
 
 def load_closure(var: CellVar | FreeVar) -> list[Instr]:
-    """Push the cell object itself (not its contents) of a cell or free variable."""
-    return [Instr("LOAD_CLOSURE", var)]
+    """Push the cell object itself (not its contents) of a cell or free variable (3.13 has no
+    LOAD_CLOSURE: a LOAD_FAST of the cell's slot)."""
+    return [Instr("LOAD_FAST" if PY313 else "LOAD_CLOSURE", var)]
+
+
+def with_null(push_callable: list[Instr]) -> list[Instr]:
+    """`push_callable` (instructions pushing one callable that is not a bound method) with the
+    NULL of the call convention where this version wants it: before the callable (3.11, 3.12),
+    after it (3.13), nowhere (3.10). Then push the arguments and `call`."""
+    if PY310:
+        return list(push_callable)
+    if NULL_AFTER_CALLABLE:
+        return [*push_callable, Instr("PUSH_NULL")]
+    return [Instr("PUSH_NULL"), *push_callable]
+
+
+#: Stack slots the call convention's NULL takes (none on 3.10).
+NULL_SLOTS = 0 if PY310 else 1
+
+
+def null_before() -> list[Instr]:
+    """`with_null` for a callable pushed by more than a list of instructions: emit this, then
+    the callable, then `null_after()`."""
+    return [Instr("PUSH_NULL")] if not PY310 and not NULL_AFTER_CALLABLE else []
+
+
+def null_after() -> list[Instr]:
+    return [Instr("PUSH_NULL")] if NULL_AFTER_CALLABLE else []
 
 
 def push_null() -> list[Instr]:
-    """The NULL that 3.11 expects below a callable that is not a bound method."""
+    """A NULL value, where the translator's stack holds one (reconstructing a stack)."""
     return [Instr("PUSH_NULL")]
 
 
 def call(nargs: int) -> list[Instr]:
-    """Call the callable below `nargs` positional arguments (NULL pushed before the callable)."""
+    """Call the callable (see `with_null`) below `nargs` positional arguments."""
+    if PY310:
+        return [Instr("CALL_FUNCTION", nargs)]
+    if PY312:
+        return [Instr("CALL", nargs)]
     return [Instr("PRECALL", nargs), Instr("CALL", nargs)]
 
 
@@ -72,8 +108,8 @@ def make_closure(code: Any, ncells: int) -> list[Instr]:
     """With `ncells` cells on the stack: a function for `code` with those cells as closure and
     the current frame's globals."""
     if ncells == 0:
-        return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", 0)]
-    return [Instr("BUILD_TUPLE", ncells), Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", 0x08)]
+        return make_function(code, 0)
+    return [Instr("BUILD_TUPLE", ncells)] + make_function(code, 0x08)
 
 
 def jump_forward(target: Label) -> list[Instr]:
@@ -85,7 +121,7 @@ def return_value() -> list[Instr]:
 
 
 def copy_free_vars(n: int) -> list[Instr]:
-    return [Instr("COPY_FREE_VARS", n)] if n else []
+    return [Instr("COPY_FREE_VARS", n)] if n and HAS_PREFIX else []
 
 
 def make_cell(var: CellVar) -> list[Instr]:
@@ -94,7 +130,7 @@ def make_cell(var: CellVar) -> list[Instr]:
 
 
 def resume() -> list[Instr]:
-    return [Instr("RESUME", 0)]
+    return [Instr("RESUME", 0)] if HAS_PREFIX else []
 
 
 def load_deref(var: CellVar | FreeVar) -> list[Instr]:
@@ -107,7 +143,7 @@ def store_deref(var: CellVar | FreeVar) -> list[Instr]:
 
 def load_global(name: str) -> list[Instr]:
     """The global (or builtin) `name`, without a NULL."""
-    return [Instr("LOAD_GLOBAL", (False, name))]
+    return [Instr("LOAD_GLOBAL", name if PY310 else (False, name))]
 
 
 def store_global(name: str) -> list[Instr]:
@@ -115,7 +151,7 @@ def store_global(name: str) -> list[Instr]:
 
 
 def load_attr(name: str) -> list[Instr]:
-    return [Instr("LOAD_ATTR", name)]
+    return [Instr("LOAD_ATTR", (False, name) if PY312 else name)]
 
 
 def store_attr(name: str) -> list[Instr]:
@@ -137,12 +173,25 @@ def build_map(n: int) -> list[Instr]:
 def make_function(code: Any, flags: int) -> list[Instr]:
     """With what `flags` asks for on the stack (defaults 0x01, keyword defaults 0x02, annotations
     0x04, a closure tuple 0x08, in that order): a function for `code`."""
+    if PY313:  # (MAKE_FUNCTION takes the code only; each attribute is set by its own instruction)
+        return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION")] + [
+            Instr("SET_FUNCTION_ATTRIBUTE", bit) for bit in (0x08, 0x04, 0x02, 0x01)
+            if flags & bit]
+    if PY310:  # (the qualified name is an operand)
+        return [Instr("LOAD_CONST", code), Instr("LOAD_CONST", code.co_name),
+                Instr("MAKE_FUNCTION", flags)]
     return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", flags)]
 
 
 def call_sequence(nargs: int, kw_names: tuple[str, ...] = ()) -> list[Instr]:
     """A call of the callable below `nargs` arguments, the last ``len(kw_names)`` by keyword."""
-    return ([Instr("KW_NAMES", kw_names)] if kw_names else []) + call(nargs)
+    if not kw_names:
+        return call(nargs)
+    if PY313:
+        return [Instr("LOAD_CONST", tuple(kw_names)), Instr("CALL_KW", nargs)]
+    if PY310:
+        return [Instr("LOAD_CONST", tuple(kw_names)), Instr("CALL_FUNCTION_KW", nargs)]
+    return [Instr("KW_NAMES", tuple(kw_names))] + call(nargs)
 
 
 def get_iter() -> list[Instr]:
@@ -150,18 +199,33 @@ def get_iter() -> list[Instr]:
 
 
 def for_iter(exhausted: Label) -> list[Instr]:
-    """Push the iterator's next item; when there is none, pop the iterator and jump."""
+    """Push the iterator's next item; when there is none, pop the iterator and jump to
+    `exhausted`, which must label `loop_exit()` (3.12+ skips those instructions there)."""
     return [Instr("FOR_ITER", exhausted)]
 
 
+def loop_exit() -> list[Instr]:
+    """What a FOR_ITER's exhaustion target must start with: 3.12 ``END_FOR``, 3.13 ``END_FOR;
+    POP_TOP`` (the interpreter jumps over them when the iterator ends); nothing before 3.12."""
+    if PY313:
+        return [Instr("END_FOR"), Instr("POP_TOP")]
+    return [Instr("END_FOR")] if PY312 else []
+
+
 def jump_backward(target: Label) -> list[Instr]:
-    return [Instr("JUMP_BACKWARD", target)]
+    return [Instr("JUMP_ABSOLUTE" if PY310 else "JUMP_BACKWARD", target)]
+
+
+#: The conditional jumps' spelling: 3.11 names the direction (the generators only jump
+#: forward), 3.12+ conditional jumps are forward only, 3.10's are absolute.
+_IF_FALSE = "POP_JUMP_FORWARD_IF_FALSE" if PY == (3, 11) else "POP_JUMP_IF_FALSE"
+# (3.13's conditional jumps need an exact bool: the comparison casts its result)
+_EQ = getattr(Compare, "EQ_CAST", Compare.EQ) if PY313 else Compare.EQ
 
 
 def if_not_equal(value: Any, otherwise: Label) -> list[Instr]:
     """Pop the top; jump forward to `otherwise` unless it equals `value`."""
-    return [Instr("LOAD_CONST", value), Instr("COMPARE_OP", Compare.EQ),
-            Instr("POP_JUMP_FORWARD_IF_FALSE", otherwise)]
+    return [Instr("LOAD_CONST", value), Instr("COMPARE_OP", _EQ), Instr(_IF_FALSE, otherwise)]
 
 
 def unpack_sequence(n: int) -> list[Instr]:
@@ -169,10 +233,19 @@ def unpack_sequence(n: int) -> list[Instr]:
 
 
 def copy(i: int) -> list[Instr]:
+    if PY310:
+        if i != 1:
+            raise ValueError("copy(i > 1) has no 3.10 spelling here")
+        return [Instr("DUP_TOP")]
     return [Instr("COPY", i)]
 
 
 def swap(i: int) -> list[Instr]:
+    if PY310:
+        if i == 2:
+            return [Instr("ROT_TWO")]
+        # (exchange top and i-th: rotate the top i up, then the top i-1 down back)
+        return [Instr("ROT_N", i)] + [Instr("ROT_N", i - 1)] * (i - 2)
     return [Instr("SWAP", i)]
 
 
@@ -186,7 +259,9 @@ def nop(location: Any) -> list[Instr]:
 
 def if_none(target: Label) -> list[Instr]:
     """Pop the top; jump forward to `target` if it is None."""
-    return [Instr("POP_JUMP_FORWARD_IF_NONE", target)]
+    if PY310:
+        return [Instr("LOAD_CONST", None), Instr("IS_OP", 0), Instr("POP_JUMP_IF_TRUE", target)]
+    return [Instr("POP_JUMP_IF_NONE" if PY312 else "POP_JUMP_FORWARD_IF_NONE", target)]
 
 
 def reraise(restore_position: bool = False) -> list[Instr]:
@@ -219,7 +294,9 @@ _FORWARD = {"JUMP_BACKWARD": "JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT": "JUMP
 
 def forward_jump(jump: Instr, target: Label) -> list[Instr]:
     """The same jump as `jump` (same condition) to `target`, which lies after it (3.11 spells
-    the direction in the opcode)."""
+    the direction in the opcode; 3.10's JUMP_ABSOLUTE goes either way)."""
+    if PY310:
+        return [Instr(jump.name, target)]
     return [Instr(_FORWARD.get(jump.name, jump.name), target)]
 
 

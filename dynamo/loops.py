@@ -30,8 +30,9 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
+from . import compat
 from . import instructions as ins
 from .bytecode_analysis import code_info
 from .resume import (
@@ -97,7 +98,8 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
     carried = tuple(sorted(info.live_locals(header) - cells))
     if not set(carried) <= bound:
         return None  # a local the loop reads may be unbound before it
-    done = info.target(header) if iterates else None
+    # (3.12+: the iterator's end continues after the END_FOR the FOR_ITER names)
+    done = info.target(header) + compat.loop_exit_skip() if iterates else None
 
     # Walk the body from its first instruction: locals bound on every path (must-analysis) and
     # the stack depth, to check each way out.
@@ -164,7 +166,7 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
 
 def _body_code(code, header, first, back, carried, exit_numbers, exit_live, depth, closure_names,
                iterates):
-    original = Bytecode.from_code(code)
+    original = compat.decode(code)
     info = code_info(code)
     body: list = []
     index = 0

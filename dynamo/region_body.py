@@ -37,8 +37,9 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
+from bytecode import CellVar, Instr, Label, TryBegin, TryEnd
 
+from . import compat
 from . import instructions as ins
 from .bytecode_analysis import Region, code_info
 from .resume import STACK_PREFIX, _CodeMap, continuation_code, super_receiver
@@ -231,7 +232,7 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
                exit_names, own, closure_names):
     info = code_info(code)
     cellvars = list(code.co_cellvars)
-    original = Bytecode.from_code(code)
+    original = compat.decode(code)
     labels = {i: Label() for i in members}
     epilogues: dict[int, Label] = {}
     body: list = []

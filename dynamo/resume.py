@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
+from . import compat
 from . import instructions as ins
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
@@ -212,7 +213,7 @@ def resume_code(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...]
 
 def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
               live_locals: tuple[str, ...], serial: int) -> ResumeCode:
-    original = Bytecode.from_code(code)
+    original = compat.decode(code)
     cellvars = list(original.cellvars)
     freevars = list(original.freevars)
     # The original's cell variables stay cell variables (reading an emptied one must raise

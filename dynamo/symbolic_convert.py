@@ -22,7 +22,7 @@ from typing import Any, Callable
 from bytecode import CellVar, FreeVar, Instr, Label
 from bytecode.instr import BinaryOp, Compare
 
-from . import config
+from . import compat, config
 from . import instructions as ins
 from .bytecode_analysis import code_info
 from .codegen import BreakExit, ReturnExit, argument_names, transform_code
@@ -83,6 +83,9 @@ COMPARE_OPS = {
     Compare.LT: operator.lt, Compare.LE: operator.le, Compare.EQ: operator.eq,
     Compare.NE: operator.ne, Compare.GT: operator.gt, Compare.GE: operator.ge,
 }
+# (3.13: the same comparisons with the result made a bool, for a conditional jump after them)
+COMPARE_OPS.update({getattr(Compare, f"{c.name}_CAST"): op for c, op in list(COMPARE_OPS.items())
+                    if hasattr(Compare, f"{c.name}_CAST")})
 
 UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UNARY_INVERT": operator.invert}
 
@@ -350,31 +353,42 @@ class InstructionTranslator:
                              consumed=len(self.stack), run=[], locals=dict(self.locals),
                              continuations=[(index, 0, live)], untouched_args=untouched,
                              region=region, region_body=body)
+        span = 1  # (how many of the frame's instructions `run` stands for)
         if kind in ("before", "loop"):
             run: list[Instr] = []
             consumed = 0
         elif inst.name == "CALL":
             run = ins.call_sequence(inst.arg, self.kw_names)
             consumed = inst.arg + 2
+        elif self._bool_then_jump(index):
+            # (3.13: ``if x:`` is TO_BOOL then the jump; both run in Python, so the break is
+            # the one 3.12 and earlier make at the jump: two continuations)
+            run = [Instr(inst.name, inst.arg), self.instructions[index + 1].copy()]
+            consumed, span = 1, 2
         else:
             run = [Instr(inst.name, inst.arg)]
             consumed = -inst.pre_and_post_stack_effect(jump=False)[0]
         for instr in run:  # (the user's line and columns: a traceback through it shows them)
             instr.location = inst.location
-        targets = [(index + 1 if run else index, False)]
-        if run and inst.has_jump():
-            targets.append((self.info.target(index), True))
+        targets = [(index + span if run else index, False)]
+        if run and run[-1].has_jump():
+            targets.append((self.info.target(index + span - 1), True))
         untouched = frozenset(name for name in self.argnames
                               if name not in self.locals and name not in self.deleted)
         kept = self.kept_alive(untouched)
         continuations = []
         for target, jumped in targets:
-            pushed = consumed + sum(i.stack_effect(jump=jumped) for i in run)
+            pushed = consumed + sum(i.stack_effect(jump=jumped and i is run[-1]) for i in run)
             names = self.info.live_locals(target) | kept
             continuations.append((target, pushed, tuple(sorted(names))))
         return BreakExit(index=index, reason="", stack=list(self.stack), consumed=consumed,
                          run=run, locals=dict(self.locals), continuations=continuations,
                          untouched_args=untouched)
+
+    def _bool_then_jump(self, index: int) -> bool:
+        """A TO_BOOL followed by the conditional jump that reads its result (3.13)."""
+        return (self.instructions[index].name == "TO_BOOL" and index + 1 < len(self.instructions)
+                and self.instructions[index + 1].name in _CONDITIONAL_JUMPS)
 
     # Values ----------------------------------------------------------------------------------
 
@@ -448,12 +462,28 @@ class InstructionTranslator:
     # Loads and stores --------------------------------------------------------------------------
 
     def LOAD_FAST(self, inst: Instr) -> None:
+        if compat.is_cell_load(inst):  # (3.13's LOAD_CLOSURE)
+            self.LOAD_CLOSURE(inst)
+            return
         self.push(self.load_argument(inst.arg, is_cell=False))
 
     LOAD_FAST_CHECK = LOAD_FAST
 
+    def LOAD_FAST_AND_CLEAR(self, inst: Instr) -> None:
+        """(3.12+, an inlined comprehension) Save the local its loop variable shadows and
+        unbind it; the STORE_FAST after the loop puts the saved value (or unboundness) back."""
+        name = inst.arg
+        bound = name in self.locals or (name in self.argnames and name not in self.deleted)
+        self.push(self.load_argument(name, is_cell=False) if bound else NullVariable())
+        self.locals.pop(name, None)
+        self.deleted.add(name)
+
     def STORE_FAST(self, inst: Instr) -> None:
         value = self.stack.pop()  # moving a value does not look at it (it may stay lazy)
+        if isinstance(value, NullVariable):  # (restoring an unbound local: LOAD_FAST_AND_CLEAR)
+            self.locals.pop(inst.arg, None)
+            self.deleted.add(inst.arg)
+            return
         self.locals[inst.arg] = value
         self.deleted.discard(inst.arg)
         self.name_graph_value(value, inst.arg)
@@ -475,10 +505,17 @@ class InstructionTranslator:
         self.push(wrap_constant(inst.arg))
 
     def LOAD_GLOBAL(self, inst: Instr) -> None:
-        push_null, name = inst.arg
-        if push_null:
+        value = self.load_global(compat.global_name(inst))
+        self.push_callable(value, compat.global_pushes_null(inst))
+
+    def push_callable(self, value: VariableTracker, null: bool) -> None:
+        """Push `value`, with the call convention's NULL (before it to 3.12, after it on 3.13)
+        when `null` (LOAD_GLOBAL's and 3.12+ LOAD_ATTR's bit)."""
+        if null and not compat.NULL_AFTER_CALLABLE:
             self.push(NullVariable())
-        self.push(self.load_global(name))
+        self.push(value)
+        if null and compat.NULL_AFTER_CALLABLE:
+            self.push(NullVariable())
 
     def load_global(self, name: str) -> VariableTracker:
         source = GlobalSource(name)
@@ -558,6 +595,15 @@ class InstructionTranslator:
         self.push(CellVariable(self, inst.arg.name))
 
     def MAKE_FUNCTION(self, inst: Instr) -> None:
+        flags = inst.arg
+        if not isinstance(flags, int):
+            # (3.13: MAKE_FUNCTION takes the code only; the SET_FUNCTION_ATTRIBUTEs right after
+            # it set what 3.12 and earlier pass as flags, from the same stack positions)
+            flags = 0
+            while self.instructions[self.ip].name == "SET_FUNCTION_ATTRIBUTE":
+                flags |= self.instructions[self.ip].arg
+                self.ip += 1
+        inst = Instr("MAKE_FUNCTION", flags)
         code = self.pop().as_python_constant()
         closure = self.pop() if inst.arg & 0x08 else None
         annotations = self.pop() if inst.arg & 0x04 else None
@@ -573,12 +619,14 @@ class InstructionTranslator:
         raise Unsupported("generator functions are not captured")
 
     def LOAD_ATTR(self, inst: Instr) -> None:
-        self.push(self.pop().var_getattr(self, inst.arg))
+        # (3.12+: with the method bit, a bound attribute with the call convention's NULL, as
+        # 3.11's LOAD_METHOD; the translator never splits a method from its self)
+        value = self.pop().var_getattr(self, compat.attr_name(inst))
+        self.push_callable(value, compat.attr_is_method(inst))
 
     def LOAD_METHOD(self, inst: Instr) -> None:
         obj = self.pop()
-        self.push(NullVariable())
-        self.push(obj.var_getattr(self, inst.arg))
+        self.push_callable(obj.var_getattr(self, inst.arg), True)
 
     def STORE_ATTR(self, inst: Instr) -> None:
         obj = self.pop()
@@ -608,8 +656,11 @@ class InstructionTranslator:
         args = self.popn(inst.arg)
         second = self.pop()
         first = self.pop()
+        # [NULL, f] (to 3.12) or [f, NULL] (3.13); [method, self] on every version
         if isinstance(first, NullVariable):
             fn = second
+        elif isinstance(second, NullVariable):
+            fn = first
         else:
             fn, args = first, [second, *args]
         kwargs: dict[str, VariableTracker] = {}
@@ -620,11 +671,18 @@ class InstructionTranslator:
             self.kw_names = ()
         self.push(fn.call_function(self, args, kwargs))
 
+    def CALL_KW(self, inst: Instr) -> None:
+        """(3.13) CALL with the keyword names as a constant tuple on top of the stack."""
+        self.kw_names = tuple(self.pop().as_python_constant())
+        self.CALL(inst)
+
     def CALL_FUNCTION_EX(self, inst: Instr) -> None:
         kwargs_vt = self.pop() if inst.arg & 1 else None
         args_vt = self.pop()
         fn = self.pop()
-        if self.stack and isinstance(self.stack[-1], NullVariable):
+        if isinstance(fn, NullVariable):  # (3.13: f, NULL, args)
+            fn = self.pop()
+        elif self.stack and isinstance(self.stack[-1], NullVariable):
             self.pop()
         kwargs = {}
         if kwargs_vt is not None:
@@ -661,6 +719,20 @@ class InstructionTranslator:
 
     def UNARY_NOT(self, inst: Instr) -> None:
         self.push(ConstantVariable(not self.pop().truth()))
+
+    def TO_BOOL(self, inst: Instr) -> None:
+        """(3.13) ``bool(x)`` before a conditional jump or ``not``."""
+        self.push(ConstantVariable(self.pop().truth()))
+
+    def CALL_INTRINSIC_1(self, inst: Instr) -> None:
+        """(3.12+) What 3.11 spelled as instructions of their own."""
+        name = getattr(inst.arg, "name", str(inst.arg))
+        if name == "INTRINSIC_LIST_TO_TUPLE":
+            self.LIST_TO_TUPLE(inst)
+        elif name == "INTRINSIC_UNARY_POSITIVE":
+            self._unary(Instr("UNARY_POSITIVE"))
+        else:
+            raise Unsupported(f"the bytecode CALL_INTRINSIC_1 {name} is not supported")
 
     def IS_OP(self, inst: Instr) -> None:
         b = self.pop()
@@ -735,6 +807,16 @@ class InstructionTranslator:
             # (the container's own ``in``: a substring for str and bytes, hashing for sets)
             found = run_user_op(operator.contains, container.as_python_constant(), value)
         self.push(ConstantVariable(bool(found) != bool(inst.arg)))
+
+    def BINARY_SLICE(self, inst: Instr) -> None:
+        """(3.12+) ``x[a:b]``: BUILD_SLICE 2 and BINARY_SUBSCR in one."""
+        self.BUILD_SLICE(Instr("BUILD_SLICE", 2))
+        self.BINARY_SUBSCR(inst)
+
+    def STORE_SLICE(self, inst: Instr) -> None:
+        """(3.12+) ``x[a:b] = v``: BUILD_SLICE 2 and STORE_SUBSCR in one."""
+        self.BUILD_SLICE(Instr("BUILD_SLICE", 2))
+        self.STORE_SUBSCR(inst)
 
     def BINARY_SUBSCR(self, inst: Instr) -> None:
         key = self.pop()
@@ -821,6 +903,25 @@ class InstructionTranslator:
                 raise Unsupported(f"{what} {raw.source.name()}, a value from before a graph "
                                   "break (no guard on its exact value)")
 
+    def CONVERT_VALUE(self, inst: Instr) -> None:
+        """(3.13) The ``!s``/``!r``/``!a`` of an f-string field."""
+        self._refuse_passed_through([self.stack[-1]], "formatting")
+        conversion = {1: str, 2: repr, 3: ascii}[int(inst.arg)]
+        self.push(ConstantVariable(run_user_op(conversion, self.pop().as_python_constant())))
+
+    def FORMAT_SIMPLE(self, inst: Instr) -> None:
+        """(3.13) ``format(value)`` of an f-string field without a spec."""
+        self._refuse_passed_through([self.stack[-1]], "formatting")
+        value = self.pop().as_python_constant()
+        self.push(ConstantVariable(run_user_op(format, value, "")))
+
+    def FORMAT_WITH_SPEC(self, inst: Instr) -> None:
+        """(3.13) ``format(value, spec)`` of an f-string field."""
+        self._refuse_passed_through([self.stack[-2]], "formatting")
+        spec = self.pop().as_python_constant()
+        value = self.pop().as_python_constant()
+        self.push(ConstantVariable(run_user_op(format, value, spec)))
+
     def FORMAT_VALUE(self, inst: Instr) -> None:
         self._refuse_passed_through([self.stack[-2] if inst.arg & 0x04 else self.stack[-1]],
                                     "formatting")
@@ -902,6 +1003,7 @@ class InstructionTranslator:
 
     POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_FORWARD_IF_FALSE = _pop_jump_if
     POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_FALSE = _pop_jump_if
+    POP_JUMP_IF_TRUE = POP_JUMP_IF_FALSE = _pop_jump_if  # (3.10 absolute; 3.12+ undirected)
 
     def _pop_jump_if_none(self, inst: Instr) -> None:
         value = self.pop()
@@ -911,6 +1013,7 @@ class InstructionTranslator:
 
     POP_JUMP_FORWARD_IF_NONE = POP_JUMP_FORWARD_IF_NOT_NONE = _pop_jump_if_none
     POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = _pop_jump_if_none
+    POP_JUMP_IF_NONE = POP_JUMP_IF_NOT_NONE = _pop_jump_if_none
 
     def _jump_or_pop(self, inst: Instr) -> None:
         if self.stack[-1].truth() == (inst.name == "JUMP_IF_TRUE_OR_POP"):
@@ -932,11 +1035,19 @@ class InstructionTranslator:
         if item is None:
             self.pop()
             self.jump(inst)
+            self.ip += compat.loop_exit_skip()  # (3.12+ skips the END_FOR there)
         else:
             self.push(item)
 
+    def END_FOR(self, inst: Instr) -> None:
+        for _ in range(-inst.stack_effect()):
+            self.stack.pop()
+
     def RETURN_VALUE(self, inst: Instr) -> None:
         self.return_value = self.stack.pop()
+
+    def RETURN_CONST(self, inst: Instr) -> None:
+        self.return_value = wrap_constant(inst.arg)
 
     # try/with blocks are refused up front, so a raise reached while tracing leaves the frame:
     # the user's own exception for these inputs.
@@ -968,7 +1079,12 @@ BREAKABLE = frozenset({
     "IMPORT_NAME",
     "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
     "POP_JUMP_BACKWARD_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
+    # 3.12+
+    "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1",
+    # 3.13
+    "TO_BOOL", "CALL_KW", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
 })
+_CONDITIONAL_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 
 
 class ArrayRowIterator(VariableTracker):

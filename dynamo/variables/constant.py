@@ -119,7 +119,7 @@ class ConstantVariable(VariableTracker):
                                  for v in (self.value.start, self.value.stop, self.value.step)))
         if not _immutable(self.value) and self.made_by is not None:
             fn, args, kwargs = self.made_by
-            codegen.extend(ins.push_null() + ins.load_const(fn))
+            codegen.extend(ins.with_null(ins.load_const(fn)))
             for value in (*args, *kwargs.values()):
                 codegen.extend(ins.load_const(value))
             codegen.extend(ins.call_sequence(len(args) + len(kwargs), tuple(kwargs)))

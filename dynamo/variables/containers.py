@@ -224,9 +224,9 @@ class DictViewVariable(VariableTracker):
         return [self.make(key) for key in self.d.items]
 
     def reconstruct(self, codegen: "Codegen") -> None:
-        codegen.extend(ins.push_null())
+        codegen.extend(ins.null_before())
         codegen.reconstruct(self.d)
-        codegen.extend(ins.load_attr(self.kind) + ins.call_sequence(0))
+        codegen.extend(ins.load_attr(self.kind) + ins.null_after() + ins.call_sequence(0))
 
 
 class CheckedIteratorVariable(IteratorVariable):

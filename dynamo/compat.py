@@ -1,0 +1,156 @@
+"""What differs between the CPython versions npdynamo runs on (3.10, 3.11, 3.12, 3.13), for the
+Python side: the one module that reads ``sys.version_info`` (the C side's equivalent is
+csrc/cpython_compat.h; the spelling of emitted instructions is `dynamo.instructions`).
+
+In: a code object, or one decoded instruction. Out: the code's instructions as the translator,
+`bytecode_analysis`, `resume`, `loops` and `region_body` all index them (`decode`), and small
+version-free answers about one instruction (`attr_name`, `global_name`, `loop_exit_skip`, ...).
+
+`decode` normalises a few things so that the same list can be read by the translator *and* copied
+into generated code on this version:
+
+* 3.13 superinstructions (``LOAD_FAST_LOAD_FAST``, ``STORE_FAST_LOAD_FAST``,
+  ``STORE_FAST_STORE_FAST``) become their two halves (same behaviour; liveness and the
+  translator then see every read and write by name);
+* on 3.12+ every ``LOAD_FAST`` of a local becomes ``LOAD_FAST_CHECK``: 3.12 stopped checking
+  ``LOAD_FAST`` for an unbound local (a NULL there crashes the interpreter), and code copied into
+  resume, loop-body and try-body functions runs where the compiler never proved the local bound.
+"""
+
+from __future__ import annotations
+
+import dis
+import sys
+import types
+from typing import Any
+
+from bytecode import Bytecode, CellVar, FreeVar, Instr
+
+__all__ = [
+    "PY", "PY310", "PY312", "PY313", "NULL_AFTER_CALLABLE", "decode", "offsets_to_indices",
+    "attr_name", "global_name", "loop_exit_skip", "qualname",
+]
+
+PY = sys.version_info[:2]
+PY310 = PY == (3, 10)
+#: 3.12 or later (PEP 709 inlined comprehensions, LOAD_ATTR's method bit, END_FOR, RETURN_CONST)
+PY312 = PY >= (3, 12)
+#: 3.13 or later (NULL after the callable, CALL_KW, TO_BOOL, superinstructions)
+PY313 = PY >= (3, 13)
+#: Where the NULL of the call convention sits: 3.11/3.12 push it before the callable
+#: (``NULL, f, args``), 3.13 after (``f, NULL, args``); 3.10 has none.
+NULL_AFTER_CALLABLE = PY313
+#: The code's instructions set up cells and free variables themselves (3.11+: COPY_FREE_VARS,
+#: MAKE_CELL before RESUME); on 3.10 the interpreter does it before the first instruction.
+HAS_PREFIX = PY >= (3, 11)
+
+#: 3.13 superinstructions: name -> the two instructions it stands for.
+_SPLIT = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+}
+
+
+def _checked(name: str) -> str:
+    return "LOAD_FAST_CHECK" if PY312 and name == "LOAD_FAST" else name
+
+
+def decode(code: types.CodeType) -> Bytecode:
+    """``Bytecode.from_code(code)``, normalised as the module docstring says. Every user of a
+    code's instructions goes through here, so instruction indices agree everywhere."""
+    bc = Bytecode.from_code(code)
+    if not PY312:
+        return bc
+    out = []
+    for item in bc:
+        if isinstance(item, Instr):
+            halves = _SPLIT.get(item.name)
+            if halves is not None:
+                for name, arg in zip(halves, item.arg):
+                    out.append(Instr(_checked(name), arg, location=item.location))
+                continue
+            if item.name == "LOAD_FAST" and isinstance(item.arg, str):
+                item = Instr("LOAD_FAST_CHECK", item.arg, location=item.location)
+        out.append(item)
+    bc[:] = out
+    return bc
+
+
+def offsets_to_indices(code: types.CodeType) -> dict[int, int]:
+    """Byte offset of each instruction of `code` -> its index in ``decode(code)`` (a split
+    superinstruction's offset maps to its first half)."""
+    index_of: dict[int, int] = {}
+    k = 0
+    for inst in dis.get_instructions(code):
+        if inst.opname in ("EXTENDED_ARG", "CACHE"):
+            continue
+        index_of[inst.offset] = k
+        k += 2 if PY312 and inst.opname in _SPLIT else 1
+    return index_of
+
+
+def attr_name(inst: Instr) -> str:
+    """The attribute name of a LOAD_ATTR / LOAD_METHOD (3.12+ LOAD_ATTR's arg is
+    ``(method bit, name)``)."""
+    return inst.arg[1] if isinstance(inst.arg, tuple) else inst.arg
+
+
+def attr_is_method(inst: Instr) -> bool:
+    """A LOAD_ATTR that pushes ``[method, self]`` or a NULL with the attribute (3.12+)."""
+    return isinstance(inst.arg, tuple) and bool(inst.arg[0])
+
+
+def global_name(inst: Instr) -> str:
+    """The name of a LOAD_GLOBAL (3.11+: arg is ``(push NULL, name)``; 3.10: the name)."""
+    return inst.arg[1] if isinstance(inst.arg, tuple) else inst.arg
+
+
+def global_pushes_null(inst: Instr) -> bool:
+    return isinstance(inst.arg, tuple) and bool(inst.arg[0])
+
+
+#: Instructions at a FOR_ITER's exhaustion target that the interpreter skips when the iterator
+#: ends (3.12: END_FOR; 3.13: END_FOR, POP_TOP): the loop continues after them.
+LOOP_EXIT_OPS: tuple[str, ...] = (("END_FOR", "POP_TOP") if PY313 else
+                                  ("END_FOR",) if PY312 else ())
+
+
+def loop_exit_skip() -> int:
+    """How many instructions after a FOR_ITER's target the code continues when the loop ends."""
+    return len(LOOP_EXIT_OPS)
+
+
+def is_cell_load(inst: Instr) -> bool:
+    """Pushes a cell object itself: LOAD_CLOSURE (to 3.12), or on 3.13 a LOAD_FAST of a cell or
+    free variable (LOAD_CLOSURE became a pseudo-instruction assembled as LOAD_FAST)."""
+    return inst.name == "LOAD_CLOSURE" or (
+        inst.name in ("LOAD_FAST", "LOAD_FAST_CHECK") and isinstance(inst.arg, (CellVar, FreeVar)))
+
+
+def qualname(code: types.CodeType) -> str:
+    """``co_qualname`` (3.11+), or the plain name on 3.10, which has none."""
+    return getattr(code, "co_qualname", code.co_name)
+
+
+def is_benign_handler(instrs: list[Any], start: int) -> bool:
+    """Is the exception handler starting at `start` one the compiler made, not the user: it only
+    restores state and re-raises? (3.12+: an inlined comprehension's handler restores the
+    shadowed loop variable: ``SWAP; POP_TOP; SWAP; STORE_FAST x; RERAISE 0``; a generator's body
+    turns StopIteration into RuntimeError: ``CALL_INTRINSIC_1 STOPITERATION_ERROR; RERAISE 1``.)
+    The instructions it covers are then not inside a ``try`` for the translator."""
+    names = []
+    for inst in instrs[start:start + 8]:
+        names.append(inst.name)
+        if inst.name == "RERAISE":
+            break
+    if not names or names[-1] != "RERAISE":
+        return False
+    body = names[:-1]
+    if body and all(n in ("SWAP", "POP_TOP", "STORE_FAST", "STORE_FAST_MAYBE_NULL")
+                    for n in body):
+        return True
+    if body == ["CALL_INTRINSIC_1"]:
+        arg = instrs[start].arg
+        return getattr(arg, "name", "") == "INTRINSIC_STOPITERATION_ERROR" or arg == 3
+    return False

@@ -63,6 +63,9 @@ class CodeInfo:
     labels: dict[Label, int] = field(default_factory=dict)
     #: Per instruction: the TryBegin of the innermost exception-handled region around it, or None.
     handlers: list[TryBegin | None] = field(default_factory=list)
+    #: The same, without the handlers the compiler made (see `_user_handlers`): whether the
+    #: user's code has a ``try`` or ``with`` around the instruction.
+    user_handlers: list[TryBegin | None] = field(default_factory=list)
     #: Index of a handler's first instruction -> stack depth when it starts (from the table).
     handler_depth: dict[int, int] = field(default_factory=dict)
     _live: list[frozenset[str]] | None = None
@@ -86,28 +89,29 @@ class CodeInfo:
         for entry in dis._parse_exception_table(code):
             if entry.target in index_of:
                 info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
-        info._drop_benign_handlers()
+        info._user_handlers()
         return info
 
-    def _drop_benign_handlers(self) -> None:
+    def _user_handlers(self) -> None:
         """Handlers the compiler made (3.12+ inlined comprehensions, generator bodies: they
-        restore state and re-raise, see `compat.is_benign_handler`) do not make a ``try``: an
-        instruction they cover gets the handler around the handler's own re-raise instead."""
-        benign: dict[Label, TryBegin | None] = {}
-        for handler in {h for h in self.handlers if h is not None}:
-            start = self.labels[handler.target]
-            if compat.is_benign_handler(self.instructions, start):
-                benign[handler.target] = None
+        restore state and re-raise, see `compat.is_benign_handler`) do not make a ``try``:
+        `user_handlers` gives an instruction they cover the handler around the handler's own
+        re-raise instead (a user's ``try`` around the comprehension, or None). `handlers` keeps
+        the table as it is, for code that copies instructions with their handlers."""
+        benign = {h.target for h in self.handlers if h is not None
+                  and compat.is_benign_handler(self.instructions, self.labels[h.target])}
         if not benign:
+            self.user_handlers = self.handlers
             return
-        for target in benign:  # the handler around the re-raise (a user try around it)
-            start = self.labels[target]
-            outer = self.handlers[start]
-            while outer is not None and outer.target in benign and outer.target is not target:
-                outer = self.handlers[self.labels[outer.target]]
-            benign[target] = outer if outer is None or outer.target not in benign else None
-        self.handlers = [benign.get(h.target, h) if h is not None else None
-                         for h in self.handlers]
+
+        def user(h: TryBegin | None) -> TryBegin | None:
+            seen = set()
+            while h is not None and h.target in benign and h.target not in seen:
+                seen.add(h.target)
+                h = self.handlers[self.labels[h.target]]
+            return None if h is not None and h.target in benign else h
+
+        self.user_handlers = [user(h) for h in self.handlers]
 
     # Questions --------------------------------------------------------------------------------
 
@@ -130,7 +134,7 @@ class CodeInfo:
 
     def in_exception_block(self, index: int) -> bool:
         """Inside a ``try``, ``with`` or ``except`` body: an exception here has a handler."""
-        return self.handlers[index] is not None
+        return self.user_handlers[index] is not None
 
     def in_loop(self, index: int) -> bool:
         """Whether some backward jump comes back over `index` (it may run more than once)."""

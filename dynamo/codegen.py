@@ -435,7 +435,12 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             _emit_merge_traceback(gen, 1 if info.handlers[body.entry].push_lasti else None)
         copy = original.copy()
         if original.has_jump():
-            copy.arg = label_of(info.target(i))
+            target = info.target(i)
+            if target in members:
+                copy.arg = labels[target]
+            else:  # (the exits come after the statement: 3.12 may jump back to them)
+                copy = ins.forward_jump(original, exits[target])[0]
+                copy.location = original.location
         gen.extend_located([copy])
         if merge and original.name == "PUSH_EXC_INFO":  # (..., lasti?, previous, exc)
             _emit_merge_traceback(gen, 2 if info.handlers[body.entry].push_lasti else None)

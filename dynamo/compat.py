@@ -62,16 +62,28 @@ def decode(code: types.CodeType) -> Bytecode:
     bc = Bytecode.from_code(code)
     if not PY312:
         return bc
+    cells, free = set(code.co_cellvars), set(code.co_freevars)
+
+    def load(name: str, arg: Any, location) -> Instr:
+        # (3.13: a LOAD_FAST of a cell or free variable is a LOAD_CLOSURE, which `bytecode`
+        # reads with the plain name: assembled that way it would be a new plain local)
+        if PY313 and name == "LOAD_FAST" and isinstance(arg, str) and (arg in cells or
+                                                                      arg in free):
+            return Instr("LOAD_FAST", CellVar(arg) if arg in cells else FreeVar(arg),
+                         location=location)
+        return Instr(_checked(name) if isinstance(arg, str) else name, arg, location=location)
+
     out = []
     for item in bc:
         if isinstance(item, Instr):
             halves = _SPLIT.get(item.name)
             if halves is not None:
                 for name, arg in zip(halves, item.arg):
-                    out.append(Instr(_checked(name), arg, location=item.location))
+                    out.append(load(name, arg, item.location) if name == "LOAD_FAST" else
+                               Instr(name, arg, location=item.location))
                 continue
-            if item.name == "LOAD_FAST" and isinstance(item.arg, str):
-                item = Instr("LOAD_FAST_CHECK", item.arg, location=item.location)
+            if item.name == "LOAD_FAST":
+                item = load("LOAD_FAST", item.arg, item.location)
         out.append(item)
     bc[:] = out
     return bc
@@ -98,7 +110,7 @@ def attr_name(inst: Instr) -> str:
 
 def attr_is_method(inst: Instr) -> bool:
     """A LOAD_ATTR that pushes ``[method, self]`` or a NULL with the attribute (3.12+)."""
-    return isinstance(inst.arg, tuple) and bool(inst.arg[0])
+    return inst.name == "LOAD_ATTR" and isinstance(inst.arg, tuple) and bool(inst.arg[0])
 
 
 def global_name(inst: Instr) -> str:

@@ -228,6 +228,13 @@ def if_not_equal(value: Any, otherwise: Label) -> list[Instr]:
     return [Instr("LOAD_CONST", value), Instr("COMPARE_OP", _EQ), Instr(_IF_FALSE, otherwise)]
 
 
+def to_bool() -> list[Instr]:
+    """Make the top an exact bool where a conditional jump needs one (3.13 jumps only on True
+    and False; a NumPy bool from a graph, which the user's COMPARE_OP would have cast, falls
+    through): ``TO_BOOL`` on 3.13, nothing before."""
+    return [Instr("TO_BOOL")] if PY313 else []
+
+
 def unpack_sequence(n: int) -> list[Instr]:
     return [Instr("UNPACK_SEQUENCE", n)]
 

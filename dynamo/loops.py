@@ -92,7 +92,7 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
     back = loop[1]
     first = header + 1 if iterates else header  # the first instruction of an iteration
     region = range(first, back + 1)
-    if any(info.handlers[i] is not None for i in region):
+    if any(info.in_exception_block(i) for i in region):
         return None  # try/with inside the body: its handlers' stack depths are not ours to keep
     cells = set(code.co_cellvars) | set(code.co_freevars)
     carried = tuple(sorted(info.live_locals(header) - cells))

@@ -275,7 +275,9 @@ class InstructionTranslator:
         if self.region_at(index) is not None:
             return "region"
         inst = self.instructions[index]
-        if inst.name in BREAKABLE and not self.info.in_exception_block(index):
+        # (3.12+: a LOAD_ATTR with the method bit pushes a NULL, as 3.11's LOAD_METHOD)
+        if (inst.name in BREAKABLE and not compat.attr_is_method(inst)
+                and not self.info.in_exception_block(index)):
             return "at"
         # Not between KW_NAMES and its CALL: the keyword names are translator state, not a
         # stack value, so a resume function starting there would lose them.
@@ -365,6 +367,10 @@ class InstructionTranslator:
             # the one 3.12 and earlier make at the jump: two continuations)
             run = [Instr(inst.name, inst.arg), self.instructions[index + 1].copy()]
             consumed, span = 1, 2
+        elif inst.name in _CONDITIONAL_JUMPS:
+            # (the value may be a NumPy bool from the graph: 3.13 casts it first)
+            run = ins.to_bool() + [Instr(inst.name, inst.arg)]
+            consumed = 1
         else:
             run = [Instr(inst.name, inst.arg)]
             consumed = -inst.pre_and_post_stack_effect(jump=False)[0]
@@ -595,22 +601,19 @@ class InstructionTranslator:
         self.push(CellVariable(self, inst.arg.name))
 
     def MAKE_FUNCTION(self, inst: Instr) -> None:
-        flags = inst.arg
-        if not isinstance(flags, int):
-            # (3.13: MAKE_FUNCTION takes the code only; the SET_FUNCTION_ATTRIBUTEs right after
-            # it set what 3.12 and earlier pass as flags, from the same stack positions)
-            flags = 0
-            while self.instructions[self.ip].name == "SET_FUNCTION_ATTRIBUTE":
-                flags |= self.instructions[self.ip].arg
-                self.ip += 1
-        inst = Instr("MAKE_FUNCTION", flags)
+        flags = inst.arg if isinstance(inst.arg, int) else 0
+        # (3.13: MAKE_FUNCTION takes the code only; the SET_FUNCTION_ATTRIBUTEs right after it
+        # set what 3.12 and earlier pass as flags, from the same stack positions)
+        while self.instructions[self.ip].name == "SET_FUNCTION_ATTRIBUTE":
+            flags |= self.instructions[self.ip].arg
+            self.ip += 1
         code = self.pop().as_python_constant()
-        closure = self.pop() if inst.arg & 0x08 else None
-        annotations = self.pop() if inst.arg & 0x04 else None
-        kwdefaults = self.pop() if inst.arg & 0x02 else None
-        defaults = self.pop() if inst.arg & 0x01 else None
+        closure = self.pop() if flags & 0x08 else None
+        annotations = self.pop() if flags & 0x04 else None
+        kwdefaults = self.pop() if flags & 0x02 else None
+        defaults = self.pop() if flags & 0x01 else None
         cells = closure.items if closure is not None else []
-        if code.co_name in COMPREHENSIONS and not inst.arg & 0x07:
+        if code.co_name in COMPREHENSIONS and not flags & 0x07:
             self.push(ComprehensionVariable(code, cells))
             return
         self.push(NestedFunctionVariable(self, code, defaults, kwdefaults, annotations, cells))

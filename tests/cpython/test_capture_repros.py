@@ -64,9 +64,11 @@ def test_other_co_extra_user_does_not_crash(tmp_path):
         import ctypes
         py = ctypes.pythonapi
         freefunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-        request = py._PyEval_RequestCodeExtraIndex
+        # (3.12 renamed both: PyUnstable_*; the old names are gone from 3.12's exports)
+        request = getattr(py, "PyUnstable_Eval_RequestCodeExtraIndex", None) or \
+            py._PyEval_RequestCodeExtraIndex
         request.argtypes, request.restype = (freefunc,), ctypes.c_ssize_t
-        set_extra = py._PyCode_SetExtra
+        set_extra = getattr(py, "PyUnstable_Code_SetExtra", None) or py._PyCode_SetExtra
         set_extra.argtypes = (ctypes.py_object, ctypes.c_ssize_t, ctypes.c_void_p)
         set_extra.restype = ctypes.c_int
         FREE = freefunc(lambda p: None)
@@ -83,7 +85,8 @@ def test_co_extra_free_function_seen_by_npdynamo(tmp_path):
     same_as_plain(tmp_path, """
         import ctypes
         freefunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-        request = ctypes.pythonapi._PyEval_RequestCodeExtraIndex
+        request = getattr(ctypes.pythonapi, "PyUnstable_Eval_RequestCodeExtraIndex", None) \
+            or ctypes.pythonapi._PyEval_RequestCodeExtraIndex
         request.argtypes, request.restype = (freefunc,), ctypes.c_ssize_t
         def myfree(ptr):
             pass

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import _C
+from dynamo import _C, compat
 from dynamo.inline import MAX_INLINE_DEPTH
 
 # Argument binding ------------------------------------------------------------------------------
@@ -307,6 +307,12 @@ def comprehension_that_prints(x):
 def test_a_comprehension_that_breaks_runs_as_its_own_frame(check):
     check(comprehension_that_prints, np.arange(3.0), graphs=None)
     out = dynamo.explain(comprehension_that_prints)(np.arange(3.0))
+    if compat.PY312:
+        # PEP 709: the comprehension's loop is part of the frame (no frame of its own); the
+        # graph before it is captured, the loop and the rest run in Python (a known
+        # difference from 3.10/3.11, listed in docs/python_versions.md)
+        assert out.graph_count >= 1
+        return
     assert out.graph_count >= 2 and not any(f.startswith("comprehension_that_prints:")
                                             for f in out.skipped_frames)
 

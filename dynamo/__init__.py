@@ -11,9 +11,8 @@ import sys
 
 if not (3, 10) <= sys.version_info[:2] <= (3, 13):
     raise ImportError(
-        f"npdynamo supports CPython 3.10, 3.11, 3.12 and 3.13 (its frame hook uses each "
-        f"version's interpreter internals); this is Python "
-        f"{sys.version_info.major}.{sys.version_info.minor}"
+        "npdynamo supports CPython 3.10, 3.11, 3.12 and 3.13 (its frame hook uses each "
+        "version's interpreter internals); this is Python %d.%d" % sys.version_info[:2]
     )
 
 try:

@@ -69,6 +69,8 @@ class CodeInfo:
     #: Index of a handler's first instruction -> stack depth when it starts (from the table).
     handler_depth: dict[int, int] = field(default_factory=dict)
     _live: list[frozenset[str]] | None = None
+    #: `compat.restoring_stores`: STORE_FASTs that may store NULL (3.12+ comprehensions)
+    restores: frozenset[int] = frozenset()
 
     @classmethod
     def from_code(cls, code: types.CodeType) -> "CodeInfo":
@@ -90,7 +92,19 @@ class CodeInfo:
             if entry.target in index_of:
                 info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
         info._user_handlers()
+        info.restores = compat.restoring_stores(info.instructions)
         return info
+
+    def bound_after(self, index: int, names: frozenset[str]) -> frozenset[str]:
+        """The locals certainly bound after instruction `index` runs, given `names` before
+        (a STORE_FAST binds, DELETE_FAST and 3.12's LOAD_FAST_AND_CLEAR unbind; the store that
+        puts back what LOAD_FAST_AND_CLEAR saved may store NULL: not certainly bound)."""
+        inst = self.instructions[index]
+        if inst.name == "STORE_FAST":
+            return names - {inst.arg} if index in self.restores else names | {inst.arg}
+        if inst.name in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR"):
+            return names - {inst.arg}
+        return names
 
     def _user_handlers(self) -> None:
         """Handlers the compiler made (3.12+ inlined comprehensions, generator bodies: they
@@ -258,8 +272,6 @@ class CodeInfo:
         member_set = set(members)
         writes = {i: self.instructions[i].arg for i in members
                   if self.instructions[i].name == "STORE_FAST"}
-        deletes = {i: self.instructions[i].arg for i in members
-                   if self.instructions[i].name == "DELETE_FAST"}
         everything = frozenset(bound) | frozenset(writes.values())
         must: dict[int, frozenset[str]] = {i: everything for i in members}
         may: dict[int, frozenset[str]] = {i: frozenset() for i in members}
@@ -271,11 +283,12 @@ class CodeInfo:
             changed = False
             for i in members:
                 inst = self.instructions[i]
-                out_must, out_may = must[i], may[i]
+                out_must = self.bound_after(i, must[i])
+                out_may = may[i]
                 if i in writes:
-                    out_must, out_may = out_must | {writes[i]}, out_may | {writes[i]}
-                if i in deletes:
-                    out_must, out_may = out_must - {deletes[i]}, out_may - {deletes[i]}
+                    out_may = out_may | {writes[i]}
+                elif inst.name in ("DELETE_FAST", "LOAD_FAST_AND_CLEAR"):
+                    out_may = out_may - {inst.arg}
                 edges = []
                 if inst.name not in _TERMINAL and not inst.is_uncond_jump():
                     edges.append((i + 1, out_must, out_may))

@@ -140,6 +140,19 @@ def is_cell_load(inst: Instr) -> bool:
         inst.name in ("LOAD_FAST", "LOAD_FAST_CHECK") and isinstance(inst.arg, (CellVar, FreeVar)))
 
 
+def restoring_stores(instrs: list[Any]) -> frozenset[int]:
+    """Indices of the STORE_FASTs that put back what a LOAD_FAST_AND_CLEAR saved (3.12+ inlined
+    comprehensions: ``SWAP 2; STORE_FAST x`` after the loop and in its handler). The value
+    stored may be NULL (x was unbound before the comprehension): such a store does not make x
+    bound."""
+    cleared = {inst.arg for inst in instrs if inst.name == "LOAD_FAST_AND_CLEAR"}
+    if not cleared:
+        return frozenset()
+    return frozenset(i for i, inst in enumerate(instrs)
+                     if inst.name == "STORE_FAST" and inst.arg in cleared and i > 0
+                     and instrs[i - 1].name == "SWAP")
+
+
 def qualname(code: types.CodeType) -> str:
     """``co_qualname`` (3.11+), or the plain name on 3.10, which has none."""
     return getattr(code, "co_qualname", code.co_name)

@@ -36,7 +36,10 @@ PREFIX_OPS = ("COPY_FREE_VARS", "MAKE_CELL", "RESUME") if HAS_PREFIX else ()
 
 
 def load_fast(name: str) -> list[Instr]:
-    return [Instr("LOAD_FAST", name)]
+    """Push a local. 3.12+ checks it is bound (LOAD_FAST_CHECK): 3.12 no longer checks plain
+    LOAD_FAST, and a NULL passed on from generated code would crash the interpreter where
+    Python raises UnboundLocalError."""
+    return [Instr("LOAD_FAST_CHECK" if PY312 else "LOAD_FAST", name)]
 
 
 def store_fast(name: str) -> list[Instr]:

@@ -121,11 +121,8 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
             must[i], depth[i] = names, d
         names = must[i]
         inst = info.instructions[i]
-        if inst.name == "STORE_FAST":
-            names = names | {inst.arg}
-        elif inst.name == "DELETE_FAST":
-            names = names - {inst.arg}
-        if inst.name == "RETURN_VALUE" or inst.name in ("RAISE_VARARGS", "RERAISE"):
+        names = info.bound_after(i, names)
+        if inst.name in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"):
             continue
         edges = []
         if inst.has_jump():
@@ -208,11 +205,15 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             body += ins.jump_forward(epilogue(kind))
             continue
         elif first <= i <= back:
-            if item.name == "RETURN_VALUE":
+            if item.name in ("RETURN_VALUE", "RETURN_CONST"):
                 # (RETURN, value) is built and returned right here, not by a jump to a shared
                 # epilogue: a loop nested in this one, planned later inside the body function,
                 # must see a return, not a jump out of it (which it would take for a `break`).
-                body += ins.return_tagged(RETURN, depth[i] - 1, item.location)
+                below = depth[i] - 1
+                if item.name == "RETURN_CONST":  # (3.12+: the value is not on the stack)
+                    body += [Instr("LOAD_CONST", item.arg, location=item.location)]
+                    below += 1
+                body += ins.return_tagged(RETURN, below, item.location)
                 continue
             if item.has_jump():
                 target = info.target(i)

@@ -47,7 +47,7 @@ from .resume import STACK_PREFIX, _CodeMap, continuation_code, super_receiver
 __all__ = ["BodyPlan", "plan_region_body", "RETURN", "EXIT"]
 
 RETURN, EXIT = 0, 1
-_TERMINAL = ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE")
+_TERMINAL = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,8 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
 
     cells = set(code.co_cellvars) | set(code.co_freevars)
     assigned = frozenset(info.instructions[i].arg for i in members
-                         if info.instructions[i].name in ("STORE_FAST", "DELETE_FAST"))
+                         if info.instructions[i].name in ("STORE_FAST", "DELETE_FAST",
+                                                           "LOAD_FAST_AND_CLEAR"))
     # What the block reads, and what it may assign (so that, returned, such a local holds its
     # current value on every way out). A local unbound before the block stays unbound in the
     # body function: reading it there raises the same UnboundLocalError.
@@ -205,11 +206,7 @@ def _must_bound(info, members: frozenset[int], entry: int,
         i = work.pop()
         inst = info.instructions[i]
         before = must[i]
-        after = before
-        if inst.name == "STORE_FAST":
-            after = before | {inst.arg}
-        elif inst.name == "DELETE_FAST":
-            after = before - {inst.arg}
+        after = info.bound_after(i, before)
         edges: list[tuple[int, frozenset[str]]] = []
         if inst.name not in _TERMINAL and not inst.is_uncond_jump():
             edges.append((i + 1, after))
@@ -252,9 +249,13 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
             open_for = handler
             body.append(open_try)
         item = info.instructions[i]
-        if item.name == "RETURN_VALUE":
+        if item.name in ("RETURN_VALUE", "RETURN_CONST"):
             # (RETURN, value), returned right here (see loops._body_code for why not shared)
-            body += ins.return_tagged(RETURN, depths[i] - 1, item.location)
+            below = depths[i] - 1
+            if item.name == "RETURN_CONST":  # (3.12+: the value is not on the stack)
+                body += [Instr("LOAD_CONST", item.arg, location=item.location)]
+                below += 1
+            body += ins.return_tagged(RETURN, below, item.location)
             previous = i
             continue
         copy = item.copy()

@@ -709,8 +709,10 @@ class InstructionTranslator:
         self.push(self.binary_op(COMPARE_OPS[inst.arg], a, b))
 
     def _unary(self, inst: Instr) -> None:
+        self._unary_op(UNARY_OPS[inst.name])
+
+    def _unary_op(self, op: Callable) -> None:
         a = self.pop()
-        op = UNARY_OPS[inst.name]
         if isinstance(a, NDArrayVariable):
             self.push(self.output.call_function(self, op, [a], {}))
         elif isinstance(a, SymIntVariable) and op in (operator.neg, operator.pos):
@@ -733,7 +735,7 @@ class InstructionTranslator:
         if name == "INTRINSIC_LIST_TO_TUPLE":
             self.LIST_TO_TUPLE(inst)
         elif name == "INTRINSIC_UNARY_POSITIVE":
-            self._unary(Instr("UNARY_POSITIVE"))
+            self._unary_op(operator.pos)
         else:
             raise Unsupported(f"the bytecode CALL_INTRINSIC_1 {name} is not supported")
 

@@ -69,6 +69,9 @@ class CodeInfo:
     #: Index of a handler's first instruction -> stack depth when it starts (from the table).
     handler_depth: dict[int, int] = field(default_factory=dict)
     _live: list[frozenset[str]] | None = None
+    #: (3.10) Per instruction: inside an exception handler (before its POP_EXCEPT), which 3.10
+    #: does not cover by a handler of its own (3.11+'s cleanup handlers do).
+    in_handler: list[bool] | None = None
     #: `compat.restoring_stores`: STORE_FASTs that may store NULL (3.12+ comprehensions)
     restores: frozenset[int] = frozenset()
 
@@ -87,10 +90,14 @@ class CodeInfo:
                 info.instructions.append(item)
                 info.handlers.append(active)
         # Handler depths come from CPython's exception table (`bytecode` leaves them unset).
-        index_of = compat.offsets_to_indices(code)
-        for entry in dis._parse_exception_table(code):
-            if entry.target in index_of:
-                info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
+        if compat.HAS_EXCEPTION_TABLE:
+            index_of = compat.offsets_to_indices(code)
+            for entry in dis._parse_exception_table(code):
+                if entry.target in index_of:
+                    info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
+        else:
+            info.handlers, info.handler_depth, info.in_handler = compat.block_stack_handlers(
+                info.instructions, info.labels)
         info._user_handlers()
         info.restores = compat.restoring_stores(info.instructions)
         return info
@@ -148,7 +155,11 @@ class CodeInfo:
 
     def in_exception_block(self, index: int) -> bool:
         """Inside a ``try``, ``with`` or ``except`` body: an exception here has a handler."""
-        return self.user_handlers[index] is not None
+        return self.user_handlers[index] is not None or self.protected_by_block(index)
+
+    def protected_by_block(self, index: int) -> bool:
+        """(3.10) Inside an ``except`` body or a with statement's exit handler."""
+        return self.in_handler is not None and self.in_handler[index]
 
     def in_loop(self, index: int) -> bool:
         """Whether some backward jump comes back over `index` (it may run more than once)."""
@@ -202,7 +213,9 @@ class CodeInfo:
         is not an exit: the rest of the function from there is copied into the region too,
         and runs in plain Python on that way only.
         """
-        if not (self.in_exception_block(start) or self.instructions[start].name == "BEFORE_WITH"):
+        # (3.10: the statement starts with the SETUP_FINALLY / SETUP_WITH that opens its block)
+        if not (self.in_exception_block(start) or self.instructions[start].name in
+                ("BEFORE_WITH", "SETUP_FINALLY", "SETUP_WITH")):
             return None
         depths: dict[int, int] = {start: depth}
         exits: dict[int, int] = {}
@@ -254,7 +267,7 @@ class CodeInfo:
                         return False
                     continue
                 if (depth is not None and not is_handler and self.handlers[j] is None
-                        and d <= depth):
+                        and not self.protected_by_block(j) and d <= depth):
                     exits[j] = d
                     continue
                 if j in depths:

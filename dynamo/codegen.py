@@ -132,7 +132,12 @@ class Codegen:
             self.append(instr)
 
     def pad_positions(self, positions) -> None:
-        """Source positions a traceback entry of this frame may be moved to (see `pads`)."""
+        """Source positions a traceback entry of this frame may be moved to (see `pads`); a
+        code object gives all of its own. (3.10 moves no entry: see `label_raw`.)"""
+        if not ins.HAS_EXCEPTION_TABLE:
+            return
+        if isinstance(positions, types.CodeType):
+            positions = positions.co_positions()
         self.pads.update(p for p in positions if p is not None and p[0] is not None)
 
     def emit_pads(self) -> None:
@@ -165,8 +170,12 @@ class Codegen:
         self.instructions.append(label)
 
     def label_raw(self, item: "TryBegin | TryEnd") -> None:
-        """An exception table pseudo-instruction (a try range opens or closes here)."""
-        self.instructions.append(item)
+        """An exception table pseudo-instruction (a try range opens or closes here). 3.10 has
+        no exception table: the user's try/with statements copied into generated code bring
+        their own SETUP_* and POP_BLOCK instructions, and the handlers npdynamo adds to move a
+        traceback's line (`graph_error_handler`, the loop and body drivers') are left out."""
+        if ins.HAS_EXCEPTION_TABLE:
+            self.instructions.append(item)
 
     def load_graph_value(self, vt: VariableTracker) -> None:
         node = vt.node
@@ -200,6 +209,8 @@ class Codegen:
     def graph_error_handler(self) -> None:
         """The handler of `call_graph`, after the code (the exception on the stack): relocate
         its traceback entry (`relocate_graph_error`) and raise it on (RERAISE adds none)."""
+        if not ins.HAS_EXCEPTION_TABLE:
+            return
         self.label(self.graph_error)
         _emit_position_fix(self, relocate_graph_error, 1)
         self.extend(ins.reraise(restore_position=True))
@@ -279,8 +290,12 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
     for vt in deep:
         if not isinstance(vt, NullVariable):
             gen.reconstruct(vt)
+    null_pending = False
     for vt in top:
         gen.reconstruct(vt)
+        if null_pending:  # (3.10: the NULL goes in under the callable just pushed)
+            gen.extend(ins.null_under_top())
+        null_pending = isinstance(vt, NullVariable)
     stores: list[tuple[str, str]] = []  # (how, name): how is "fast" or "cell"
     passed: set[str] = set()
     for _, _, live in exit.continuations:
@@ -381,8 +396,9 @@ def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
     """Push the frame's cells (the resume function's last arguments), then the function."""
     for name in resume.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    for name in resume.closure_names:
-        gen.extend(ins.load_closure(FreeVar(name)))
+    for name in resume.closure_names:  # (3.10: the frame's cell variables too)
+        kind = CellVar if name in code.co_cellvars else FreeVar
+        gen.extend(ins.load_closure(kind(name)))
     gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
 
 
@@ -480,7 +496,7 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     at the instruction the block would have reached."""
     for k in reversed(range(plan.stack_args)):
         gen.extend(ins.store_fast(f"{BODY_STACK}{k}"))
-    gen.pad_positions(plan.body.co_positions())
+    gen.pad_positions(plan.body)
     protected = TryBegin(label_of(plan.handler), own.push_lasti)
     gen.label_raw(protected)  # (after the stores: the handler's depth is the block's base)
     gen.extend(ins.null_before())
@@ -574,7 +590,7 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     # raised (RERAISE 1 adds no entry): one entry for the function at that line, as in plain
     # Python, not also the loop's line.
     mend = Label()
-    gen.pad_positions(plan.body.co_positions())
+    gen.pad_positions(plan.body)
     protected = TryBegin(mend, True)
     gen.label_raw(protected)
     gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
@@ -612,9 +628,10 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
         _call_resume(gen, code, target, names)
         gen.label(after)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
-    gen.label(mend)
-    _emit_merge_traceback(gen, 1)
-    gen.extend(ins.reraise(restore_position=True))
+    if ins.HAS_EXCEPTION_TABLE:
+        gen.label(mend)
+        _emit_merge_traceback(gen, 1)
+        gen.extend(ins.reraise(restore_position=True))
     if plan.iterates:
         gen.label(done)
         gen.extend(ins.loop_exit())

@@ -43,6 +43,12 @@ NULL_AFTER_CALLABLE = PY313
 #: The code's instructions set up cells and free variables themselves (3.11+: COPY_FREE_VARS,
 #: MAKE_CELL before RESUME); on 3.10 the interpreter does it before the first instruction.
 HAS_PREFIX = PY >= (3, 11)
+#: 3.11+ code has an exception table (`bytecode` TryBegin/TryEnd); 3.10 a block stack
+#: (SETUP_FINALLY / SETUP_WITH ... POP_BLOCK, POP_EXCEPT), see `block_stack_handlers`.
+HAS_EXCEPTION_TABLE = PY >= (3, 11)
+#: A resume function receives the frame's cells as arguments and its prologue makes them its
+#: cell variables (MAKE_CELL, 3.11+); on 3.10 they come as free variables of its closure.
+CELLS_AS_ARGUMENTS = PY >= (3, 11)
 
 #: 3.13 superinstructions: name -> the two instructions it stands for.
 _SPLIT = {
@@ -151,6 +157,59 @@ def restoring_stores(instrs: list[Any]) -> frozenset[int]:
     return frozenset(i for i, inst in enumerate(instrs)
                      if inst.name == "STORE_FAST" and inst.arg in cleared and i > 0
                      and instrs[i - 1].name == "SWAP")
+
+
+#: 3.10 instructions that push a block whose handler is their jump target
+_SETUP_OPS = ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH")
+
+
+def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict, list]:
+    """(3.10) What the exception table says on 3.11+, from the block stack: per instruction,
+    a `bytecode.TryBegin` standing for the innermost SETUP_* block around it (its handler
+    is the SETUP's target) or None; each handler's stack depth when it starts; and whether the
+    instruction runs inside an ``except``/``finally``/with-exit handler (between the handler's
+    start and its POP_EXCEPT, where 3.11 has a cleanup handler). Follows the control flow from
+    the first instruction, the block stack as state (the compiler gives every instruction one
+    block stack whatever the way there)."""
+    from bytecode import TryBegin
+
+    n = len(instrs)
+    handlers: list = [None] * n
+    in_handler = [False] * n
+    depths: dict[int, int] = {}
+    seen: dict[int, tuple] = {}
+    begins: dict[int, TryBegin] = {}  # SETUP index -> its TryBegin
+    work: list[tuple[int, tuple, int]] = [(0, (), 0)]
+    while work:
+        i, blocks, depth = work.pop()
+        if i >= n or i in seen:
+            continue
+        seen[i] = blocks
+        inst = instrs[i]
+        setups = [b for b in blocks if b != "except"]
+        handlers[i] = begins[setups[-1]] if setups else None
+        in_handler[i] = "except" in blocks
+        after = blocks
+        if inst.name in _SETUP_OPS:
+            if i not in begins:
+                begins[i] = TryBegin(inst.arg, False)
+            target = labels[inst.arg]
+            depths[target] = depth + inst.stack_effect(jump=True)
+            work.append((target, blocks + ("except",), depths[target]))
+            after = blocks + (i,)
+        elif inst.name == "POP_BLOCK" and blocks:
+            after = blocks[:-1]
+        elif inst.name == "POP_EXCEPT" and blocks:
+            after = blocks[:-1]
+        if inst.name in _SETUP_OPS:
+            work.append((i + 1, after, depth + inst.stack_effect(jump=False)))
+            continue
+        if inst.has_jump():
+            work.append((labels[inst.arg], after, depth + inst.stack_effect(jump=True)))
+        if inst.name not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and \
+                not inst.is_uncond_jump():
+            work.append((i + 1, after, depth + inst.stack_effect(jump=False)))
+    return handlers, depths, in_handler
 
 
 def qualname(code: types.CodeType) -> str:

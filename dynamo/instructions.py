@@ -18,15 +18,15 @@ from typing import Any
 
 from bytecode import CellVar, Compare, FreeVar, Instr, Label
 
-from .compat import HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312, PY313
+from .compat import HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312, PY313
 
 __all__ = [
     "PREFIX_OPS", "forward_jump", "binary_subscr", "build_list", "build_map", "build_tuple", "call",
     "call_sequence", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
     "if_not_equal", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
     "load_deref", "load_fast", "load_global", "make_cell", "make_closure", "make_function",
-    "pop_top", "push_null", "with_null", "null_before", "null_after", "resume", "return_value",
-    "store_attr", "store_deref", "store_fast",
+    "pop_top", "push_null", "null_under_top", "with_null", "null_before", "null_after", "resume", "return_value",
+    "store_attr", "store_deref", "store_fast", "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "to_bool",
     "store_global", "store_subscr", "swap", "unpack_sequence", "loop_exit",
 ]
 
@@ -86,8 +86,27 @@ def null_after() -> list[Instr]:
 
 
 def push_null() -> list[Instr]:
-    """A NULL value, where the translator's stack holds one (reconstructing a stack)."""
-    return [Instr("PUSH_NULL")]
+    """A NULL value, where the translator's stack holds one (reconstructing a stack). 3.10 has
+    no instruction that pushes one: nothing here, and `null_under_top()` once the callable
+    above the NULL is pushed."""
+    return [] if PY310 else [Instr("PUSH_NULL")]
+
+
+class Held:
+    """(3.10) An object whose attribute ``value`` is in its instance dict: LOAD_METHOD on it
+    pushes NULL and the value, the stack a call of a plain callable expects."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def null_under_top() -> list[Instr]:
+    """After `push_null()` and the callable above it: what completes the NULL (3.10: turns the
+    callable on top into NULL, callable); nothing on other versions."""
+    if not PY310:
+        return []
+    return [Instr("LOAD_CONST", Held), Instr("ROT_TWO"), Instr("CALL_FUNCTION", 1),
+            Instr("LOAD_METHOD", "value")]
 
 
 def call(nargs: int) -> list[Instr]:

@@ -81,7 +81,10 @@ _plans = _CodeMap()  # (by identity: see resume._CodeMap)
 def plan_region_body(code: types.CodeType, region: Region, depth: int, bound: frozenset[str],
                      never_swallows: bool) -> BodyPlan | None:
     """The (cached) body plan of `region`, entered with `depth` stack values and the locals
-    `bound` bound, or None."""
+    `bound` bound, or None. (None on 3.10: its block stack would have to be rebuilt around
+    the body function's code; the statement then runs in plain Python.)"""
+    if not compat.HAS_EXCEPTION_TABLE:
+        return None
     key = (region.start, depth, bound, never_swallows)
     per_code = _plans.setdefault(code, {})
     if key not in per_code:

@@ -39,7 +39,7 @@ import types
 import weakref
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
 from . import compat
@@ -148,8 +148,8 @@ def passed_cells(code: types.CodeType) -> frozenset[str]:
     into a cell variable's slot before RESUME, which compiled Python never does), not from a
     registry: code objects compare equal by value, so a weak registry keyed by them loses an
     entry when an equal code object dies."""
-    if not code.co_cellvars:
-        return frozenset()
+    if not code.co_cellvars or not compat.CELLS_AS_ARGUMENTS:
+        return frozenset()  # (3.10: cells come as free variables)
     names = []
     for inst in dis.get_instructions(code):
         if inst.opname == "RESUME":
@@ -166,7 +166,7 @@ _labels = _CodeMap()
 def display_name(code: types.CodeType) -> str:
     """The qualified name to show for `code` in explain() and logs: a resume or loop body
     function is named after the part of the user's function it runs."""
-    return _labels.get(code, code.co_qualname)
+    return _labels.get(code, compat.qualname(code))
 
 
 def is_resume_code(code: types.CodeType) -> bool:
@@ -182,7 +182,7 @@ def inherit_origin(new: types.CodeType, code: types.CodeType) -> None:
 
 def origin_names(code: types.CodeType) -> tuple[str, str]:
     """(name, qualname) of the user function that `code` is, or continues."""
-    return _origin.get(code, (code.co_name, code.co_qualname))
+    return _origin.get(code, (code.co_name, compat.qualname(code)))
 
 
 def super_receiver(code: types.CodeType) -> str | None:
@@ -219,6 +219,9 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     # The original's cell variables stay cell variables (reading an emptied one must raise
     # UnboundLocalError, not the NameError of a free variable), holding the original's cells:
     # each arrives as an argument of the same name, and the prologue puts it into the slot.
+    # (3.10 has no MAKE_CELL: they come in the closure, as free variables.)
+    if not compat.CELLS_AS_ARGUMENTS:
+        freevars, cellvars = cellvars + freevars, []
     closure_names = tuple(freevars)
 
     body: list = []
@@ -241,6 +244,8 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
             if index - 1 not in reachable:
                 continue
             item = item.copy()
+            if not compat.CELLS_AS_ARGUMENTS and isinstance(item.arg, CellVar):
+                item.arg = FreeVar(item.arg.name)
         body.append(item)
     body = _without_empty_try_ranges(body)
     if target_lineno is None and any(line is not None for _, _, line in code.co_lines()):
@@ -254,6 +259,8 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     prologue += ins.resume()
     for i, null in enumerate(stack_nulls):
         prologue += ins.push_null() if null else ins.load_fast(f"{STACK_PREFIX}{i}")
+        if i and stack_nulls[i - 1]:  # (3.10: the NULL goes in under the callable)
+            prologue += ins.null_under_top()
     for name in stack_args:  # on the stack now; the frame's locals are the user's only
         prologue += ins.delete_fast(name)
     prologue += ins.jump_forward(target_label)

@@ -87,6 +87,22 @@ COMPARE_OPS = {
 COMPARE_OPS.update({getattr(Compare, f"{c.name}_CAST"): op for c, op in list(COMPARE_OPS.items())
                     if hasattr(Compare, f"{c.name}_CAST")})
 
+#: (3.10) the binary operators' own instructions
+NAMED_BINARY_OPS: dict[str, Callable] = {
+    f"{prefix}_{name}": op
+    for name, plain, inplace in [
+        ("ADD", operator.add, operator.iadd), ("SUBTRACT", operator.sub, operator.isub),
+        ("MULTIPLY", operator.mul, operator.imul),
+        ("TRUE_DIVIDE", operator.truediv, operator.itruediv),
+        ("FLOOR_DIVIDE", operator.floordiv, operator.ifloordiv),
+        ("MODULO", operator.mod, operator.imod), ("POWER", operator.pow, operator.ipow),
+        ("MATRIX_MULTIPLY", operator.matmul, operator.imatmul),
+        ("LSHIFT", operator.lshift, operator.ilshift), ("RSHIFT", operator.rshift, operator.irshift),
+        ("AND", operator.and_, operator.iand), ("OR", operator.or_, operator.ior),
+        ("XOR", operator.xor, operator.ixor)]
+    for prefix, op in (("BINARY", plain), ("INPLACE", inplace))
+}
+
 UNARY_OPS = {"UNARY_NEGATIVE": operator.neg, "UNARY_POSITIVE": operator.pos, "UNARY_INVERT": operator.invert}
 
 #: Types whose equal values are one object (a value, which guards check, settles identity).
@@ -508,6 +524,9 @@ class InstructionTranslator:
         self.deleted.add(inst.arg)
 
     def LOAD_CONST(self, inst: Instr) -> None:
+        if inst.arg is ins.Held:  # (3.10: a resume function's prologue rebuilding a NULL)
+            self.push(_HeldMaker())
+            return
         self.push(wrap_constant(inst.arg))
 
     def LOAD_GLOBAL(self, inst: Instr) -> None:
@@ -608,6 +627,8 @@ class InstructionTranslator:
             flags |= self.instructions[self.ip].arg
             self.ip += 1
         code = self.pop().as_python_constant()
+        if isinstance(code, str):  # (3.10: the qualified name is on top of the code)
+            code = self.pop().as_python_constant()
         closure = self.pop() if flags & 0x08 else None
         annotations = self.pop() if flags & 0x04 else None
         kwdefaults = self.pop() if flags & 0x02 else None
@@ -674,6 +695,25 @@ class InstructionTranslator:
             self.kw_names = ()
         self.push(fn.call_function(self, args, kwargs))
 
+    def CALL_FUNCTION(self, inst: Instr) -> None:
+        """(3.10) A call with no NULL: the callable under the positional arguments."""
+        args = self.popn(inst.arg)
+        fn = self.pop()
+        kwargs: dict[str, VariableTracker] = {}
+        if self.kw_names:
+            n = len(self.kw_names)
+            kwargs = dict(zip(self.kw_names, args[-n:]))
+            args = args[:-n]
+            self.kw_names = ()
+        self.push(fn.call_function(self, args, kwargs))
+
+    def CALL_FUNCTION_KW(self, inst: Instr) -> None:
+        """(3.10) CALL_FUNCTION with the keyword names as a constant tuple on top."""
+        self.kw_names = tuple(self.pop().as_python_constant())
+        self.CALL_FUNCTION(inst)
+
+    CALL_METHOD = CALL  # (3.10: after LOAD_METHOD, [method, self] or [NULL, callable])
+
     def CALL_KW(self, inst: Instr) -> None:
         """(3.13) CALL with the keyword names as a constant tuple on top of the stack."""
         self.kw_names = tuple(self.pop().as_python_constant())
@@ -700,6 +740,12 @@ class InstructionTranslator:
         b = self.pop()
         a = self.pop()
         self.push(self.binary_op(BINARY_OPS[inst.arg], a, b))
+
+    def _binary_named(self, inst: Instr) -> None:
+        """(3.10) BINARY_ADD, INPLACE_ADD, ...: one instruction per operator."""
+        b = self.pop()
+        a = self.pop()
+        self.push(self.binary_op(NAMED_BINARY_OPS[inst.name], a, b))
 
     def COMPARE_OP(self, inst: Instr) -> None:
         # (`while err > tol` after `err = float(...)`: compared in Python, no guard on err)
@@ -989,6 +1035,33 @@ class InstructionTranslator:
     def SWAP(self, inst: Instr) -> None:
         self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
 
+    # (3.10's spellings)
+    def DUP_TOP(self, inst: Instr) -> None:
+        self.push(self.stack[-1])
+
+    def DUP_TOP_TWO(self, inst: Instr) -> None:
+        self.stack.extend(self.stack[-2:])
+
+    def _rotate(self, n: int) -> None:
+        """Move the top down to position `n` (ROT_TWO ... ROT_N)."""
+        top = self.stack.pop()
+        self.stack.insert(len(self.stack) - n + 1, top)
+
+    def ROT_TWO(self, inst: Instr) -> None:
+        self._rotate(2)
+
+    def ROT_THREE(self, inst: Instr) -> None:
+        self._rotate(3)
+
+    def ROT_FOUR(self, inst: Instr) -> None:
+        self._rotate(4)
+
+    def ROT_N(self, inst: Instr) -> None:
+        self._rotate(inst.arg)
+
+    def GEN_START(self, inst: Instr) -> None:
+        """(3.10) A generator's first instruction; nothing was sent to an inlined one."""
+
     def NOP(self, inst: Instr) -> None:
         pass
 
@@ -999,7 +1072,7 @@ class InstructionTranslator:
     def JUMP_FORWARD(self, inst: Instr) -> None:
         self.jump(inst)
 
-    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_ABSOLUTE = JUMP_FORWARD
 
     def _pop_jump_if(self, inst: Instr) -> None:
         jump_when = inst.name.endswith("_TRUE")
@@ -1072,6 +1145,35 @@ _EMPTY_CELL = object()
 
 COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>")
 
+class _HeldMaker(VariableTracker):
+    """(3.10) `instructions.Held`, the class `null_under_top` calls to put a NULL under a
+    callable: the prologue of a resume function runs it, and is traced."""
+
+    def describe(self) -> str:
+        return "npdynamo's NULL maker"
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        return _HeldValue(args[0])
+
+
+class _HeldValue(VariableTracker):
+    """(3.10) ``Held(f)``: LOAD_METHOD ``value`` on it pushes NULL and f."""
+
+    def __init__(self, value: VariableTracker) -> None:
+        self.value = value
+
+    def describe(self) -> str:
+        return f"{self.value.describe()} held for a call"
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        return self.value
+
+    def reconstruct(self, codegen) -> None:
+        codegen.extend(ins.load_const(ins.Held))
+        codegen.reconstruct(self.value)
+        codegen.extend(ins.call(1))
+
+
 class BudgetExceeded(Unsupported):
     """The trace ran past its instruction or time budget."""
 
@@ -1088,6 +1190,8 @@ BREAKABLE = frozenset({
     "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1",
     # 3.13
     "TO_BOOL", "CALL_KW", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
+    # 3.10
+    "CALL_FUNCTION", "CALL_FUNCTION_KW", "CALL_METHOD", *NAMED_BINARY_OPS,
 })
 _CONDITIONAL_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 
@@ -1311,12 +1415,12 @@ class NestedFunctionVariable(VariableTracker):
         self.cells = cells
 
     def describe(self) -> str:
-        return f"function {self.code.co_qualname} made at {self.code.co_filename}:{self.code.co_firstlineno}"
+        return f"function {compat.qualname(self.code)} made at {self.code.co_filename}:{self.code.co_firstlineno}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         from .inline import FunctionSpec, inline_call
 
-        spec = FunctionSpec(self.code, self.code.co_qualname, self._signature())
+        spec = FunctionSpec(self.code, compat.qualname(self.code), self._signature())
         defaults = self.defaults.unpack(tx) if self.defaults is not None else []
         positional = [p for p in spec.signature.parameters.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -1352,7 +1456,7 @@ def _rebuild_function(codegen, code: types.CodeType, cells: list, flags: int) ->
     if cells:
         for cell in cells:
             if not isinstance(cell, CellVariable) or cell.tx is not cell.tx.root():
-                raise Unsupported(f"cannot rebuild {code.co_qualname} (it closes over a variable "
+                raise Unsupported(f"cannot rebuild {compat.qualname(code)} (it closes over a variable "
                                   "of an inlined function)")
             kind = FreeVar if cell.name in cell.tx.code.co_freevars else CellVar
             codegen.extend(ins.load_closure(kind(cell.name)))
@@ -1365,6 +1469,8 @@ def _dispatch_table(cls: type) -> dict[str, Callable]:
     return {name: getattr(cls, name) for name in dir(cls) if name.isupper() and callable(getattr(cls, name))}
 
 
+for _name in NAMED_BINARY_OPS:
+    setattr(InstructionTranslator, _name, InstructionTranslator._binary_named)
 InstructionTranslator.dispatch = _dispatch_table(InstructionTranslator)
 InliningTranslator.dispatch = _dispatch_table(InliningTranslator)
 

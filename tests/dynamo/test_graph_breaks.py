@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dis
 import re
+import sys
 import traceback
 import weakref
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import _C, graph_break
+from dynamo import _C, compat, graph_break
 from dynamo.bytecode_analysis import code_info
 from dynamo.resume import display_name, is_resume_code, resume_code, resume_function
 
@@ -316,6 +317,10 @@ def reads_cell_before_assignment(x):
         return y, type(e).__name__, g()
 
 
+@pytest.mark.xfail(not compat.CELLS_AS_ARGUMENTS, strict=True, reason=(
+    "3.10: a resume function gets the frame's cells as free variables (3.10 has no MAKE_CELL "
+    "to make an argument a cell variable): an emptied one raises NameError ('free variable "
+    "... referenced before assignment'), the base class of UnboundLocalError"))
 @pytest.mark.parametrize("fn", [reads_emptied_cell, reads_cell_before_assignment])
 def test_empty_cell_after_a_break_is_an_unbound_local(check, fn):
     check(fn, np.arange(3.0), graphs=None)
@@ -463,7 +468,7 @@ def branchy(x, y):
 def test_liveness_at_each_instruction():
     info = code_info(branchy.__code__)
     at_print = next(i for i, ins in enumerate(info.instructions)
-                    if ins.name == "LOAD_GLOBAL" and ins.arg[1] == "print")
+                    if ins.name == "LOAD_GLOBAL" and compat.global_name(ins) == "print")
     assert info.live_locals(at_print) == {"a", "c"}
     assert info.live_locals(0) == {"x", "y"}
     assert not info.in_loop(at_print) and not info.in_exception_block(at_print)
@@ -472,7 +477,7 @@ def test_liveness_at_each_instruction():
 def test_resume_function_continues_the_original_code(capsys):
     info = code_info(branchy.__code__)
     at_print = next(i for i, ins in enumerate(info.instructions)
-                    if ins.name == "LOAD_GLOBAL" and ins.arg[1] == "print")
+                    if ins.name == "LOAD_GLOBAL" and compat.global_name(ins) == "print")
     resume = resume_code(branchy.__code__, at_print, (), ("a", "c"))
     assert resume is resume_code(branchy.__code__, at_print, (), ("a", "c"))  # cached
     fn = resume_function(resume, globals(), ())
@@ -481,7 +486,7 @@ def test_resume_function_continues_the_original_code(capsys):
     listing = dis.Bytecode(resume.code).dis()
     assert "JUMP_FORWARD" in listing
     # Named like the user's function (tracebacks, profiles); explain() shows which part it is.
-    assert (resume.code.co_name, resume.code.co_qualname) == ("branchy", "branchy")
+    assert (resume.code.co_name, compat.qualname(resume.code)) == ("branchy", "branchy")
     assert display_name(resume.code).startswith("branchy.<resume at line ")
 
 
@@ -1097,6 +1102,7 @@ def divides_by_zero_after_a_break(x):
     return y / 0 + 1 // 0
 
 
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="builds a 3.11+ location table")
 @pytest.mark.parametrize("fn, args", [(divides_by_zero_here, ()),
                                       (divides_by_zero_after_a_break, (np.ones(2),))])
 def test_a_code_without_line_numbers_keeps_none_as_its_line(fn, args):
@@ -1122,6 +1128,7 @@ def test_a_code_without_line_numbers_keeps_none_as_its_line(fn, args):
         fn.__code__ = saved
 
 
+@pytest.mark.skipif(not compat.CELLS_AS_ARGUMENTS, reason="3.10 passes cells in the closure")
 def test_passed_cells_are_read_from_the_code_not_a_registry():
     # Code objects compare equal by value: a weak registry keyed by them loses the entry of a
     # live resume code when an equal one dies (the fuzzer hit it: a cell passed as an argument
@@ -1177,6 +1184,9 @@ def raises_in_a_loop_body(x, log):
     return acc
 
 
+@pytest.mark.xfail(not compat.HAS_EXCEPTION_TABLE, strict=True, reason=(
+    "3.10: no exception table, so generated code adds no handler that merges the body "
+    "function's traceback entry with the loop's (one more entry, at the loop's line)"))
 def test_an_exception_from_a_loop_body_has_the_plain_traceback(capsys):
     def entries(fn):
         with pytest.raises(IndexError) as info:

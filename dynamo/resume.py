@@ -261,6 +261,10 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
         prologue += ins.push_null() if null else ins.load_fast(f"{STACK_PREFIX}{i}")
         if i and stack_nulls[i - 1]:  # (3.10: the NULL goes in under the callable)
             prologue += ins.null_under_top()
+    if stack_nulls and _reads_a_bool(code, target):
+        # (3.13: a jump or ``not`` there reads an exact bool that the user's COMPARE_OP cast;
+        # a graph passes a NumPy bool)
+        prologue += ins.to_bool()
     for name in stack_args:  # on the stack now; the frame's locals are the user's only
         prologue += ins.delete_fast(name)
     prologue += ins.jump_forward(target_label)
@@ -276,6 +280,14 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
                                  cellvars=tuple(cellvars))
     return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names,
                       tuple(cellvars))
+
+
+def _reads_a_bool(code: types.CodeType, index: int) -> bool:
+    from .bytecode_analysis import code_info
+
+    instructions = code_info(code).instructions
+    return index < len(instructions) and instructions[index].name in (
+        "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "UNARY_NOT")
 
 
 def _reachable(code: types.CodeType, start: int) -> set[int]:

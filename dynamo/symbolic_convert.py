@@ -383,8 +383,9 @@ class InstructionTranslator:
             # the one 3.12 and earlier make at the jump: two continuations)
             run = [Instr(inst.name, inst.arg), self.instructions[index + 1].copy()]
             consumed, span = 1, 2
-        elif inst.name in _CONDITIONAL_JUMPS:
-            # (the value may be a NumPy bool from the graph: 3.13 casts it first)
+        elif inst.name in _CONDITIONAL_JUMPS or inst.name == "UNARY_NOT":
+            # (3.13's jumps and ``not`` read exact bools: the user's COMPARE_OP cast its result,
+            # the graph's is a NumPy bool: cast it first)
             run = ins.to_bool() + [Instr(inst.name, inst.arg)]
             consumed = 1
         else:

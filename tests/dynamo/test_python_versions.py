@@ -169,3 +169,16 @@ def test_a_closure_made_in_the_frame_is_captured():
     g, doubled = out.result
     np.testing.assert_array_equal(g(), np.sin(np.arange(3.0)))
     np.testing.assert_array_equal(doubled, 2 * np.sin(np.arange(3.0)))
+
+
+def not_of_a_graph_comparison(x):
+    w = not (x.max() > 2)
+    print(end="")
+    return w
+
+
+def test_not_of_a_graph_comparison_is_the_python_bool():
+    # 3.13's UNARY_NOT reads an exact bool (the user's COMPARE_OP casts): run after the graph,
+    # it answered False for the graph's numpy.bool_ False
+    for x in (np.arange(3.0), np.arange(4.0)):
+        assert dynamo.compile(not_of_a_graph_comparison)(x) is not_of_a_graph_comparison(x)

@@ -688,6 +688,10 @@ class InstructionTranslator:
             fn = first
         else:
             fn, args = first, [second, *args]
+        self._call(fn, args)
+
+    def _call(self, fn: VariableTracker, args: list[VariableTracker]) -> None:
+        """Call `fn` with `args`, the last ``len(self.kw_names)`` of them by keyword."""
         kwargs: dict[str, VariableTracker] = {}
         if self.kw_names:
             n = len(self.kw_names)
@@ -699,14 +703,7 @@ class InstructionTranslator:
     def CALL_FUNCTION(self, inst: Instr) -> None:
         """(3.10) A call with no NULL: the callable under the positional arguments."""
         args = self.popn(inst.arg)
-        fn = self.pop()
-        kwargs: dict[str, VariableTracker] = {}
-        if self.kw_names:
-            n = len(self.kw_names)
-            kwargs = dict(zip(self.kw_names, args[-n:]))
-            args = args[:-n]
-            self.kw_names = ()
-        self.push(fn.call_function(self, args, kwargs))
+        self._call(self.pop(), args)
 
     def CALL_FUNCTION_KW(self, inst: Instr) -> None:
         """(3.10) CALL_FUNCTION with the keyword names as a constant tuple on top."""

@@ -15,8 +15,8 @@
  *    evaluates, clears and pops the new frame itself.  TorchDynamo instead allocates a frame on
  *    the data stack and copies every local by index, which needs copies of private CPython
  *    allocation routines that change in every version; our way costs one extra vectorcall and
- *    needs none of them.  The original `_PyInterpreterFrame` is left untouched: on 3.11 the code
- *    that pushed it (_PyEval_Vector) clears and pops it when we return.
+ *    needs none of them.  The intercepted frame itself never runs: before 3.12 the code that
+ *    pushed it releases it when we return; on 3.12+ we release it (npd_frame_release).
  *
  *  - The frame layout rule.  Calling a function re-binds only the arguments; the new frame's
  *    prefix (COPY_FREE_VARS, MAKE_CELL) then builds cells and copies free variables from the
@@ -231,7 +231,7 @@ static PyObject *current_callback(void) {
 #define NPD_RUN_HEADROOM 50
 #define NPD_COMPILE_HEADROOM 400
 
-/* C stack.  While the hook is installed CPython 3.11 cannot inline Python-to-Python calls, so
+/* C stack.  While the hook is installed CPython 3.11+ cannot inline Python-to-Python calls, so
  * every call nests C frames (ours and the default evaluator's); a recursion that plain Python
  * runs in a flat C stack (sys.setrecursionlimit(100000)) would overflow it.  When less than
  * NPD_STACK_MARGIN (at most a quarter of the thread's stack) is left, the frame runs in "deep
@@ -239,6 +239,12 @@ static PyObject *current_callback(void) {
  * inlined again.  Other threads are not intercepted meanwhile (they run plain Python, which
  * is always correct). */
 #define NPD_STACK_MARGIN ((size_t)1 << 20)
+
+/* C recursion budget (3.12+, see cpython_compat.h).  Every hooked Python call charges about
+ * two units of it (3.12.1 has 1500 in all), plain Python's inlined calls none; so deep mode
+ * also starts when fewer than this many units are left, leaving the rest for what the frame
+ * calls through C, as plain Python would. */
+#define NPD_C_RECURSION_MARGIN 600
 
 static _Thread_local uintptr_t tls_stack_floor = 0; /* 0: not measured yet; 1: unknown */
 
@@ -382,7 +388,7 @@ static int check_new_code(PyCodeObject *code, PyObject *new_code, Py_ssize_t nar
         PyErr_Format(PyExc_ValueError,
                      "eval-frame callback returned the frame's own code object for %U as "
                      "new_code; return None to run the frame unmodified",
-                     code->co_qualname);
+                     npd_code_qualname(code));
         return -1;
     }
     if (nc->co_argcount != nargs || nc->co_kwonlyargcount != 0 ||
@@ -393,7 +399,7 @@ static int check_new_code(PyCodeObject *code, PyObject *new_code, Py_ssize_t nar
                      "(co_argcount=%zd, no kw-only, no *args/**kwargs, not a generator) and "
                      "keep the %d free variables; got co_argcount=%d, co_kwonlyargcount=%d, "
                      "co_flags=0x%x, %d free variables",
-                     code->co_qualname, nargs, nargs, npd_code_nfreevars(code),
+                     npd_code_qualname(code), nargs, nargs, npd_code_nfreevars(code),
                      nc->co_argcount, nc->co_kwonlyargcount, nc->co_flags,
                      npd_code_nfreevars(nc));
         return -1;
@@ -451,7 +457,8 @@ static void restore_record(Record *expected) {
  * *func_out set (run it), 0 (run the original frame), -1 (exception from the callback, the
  * lock or a bad answer). */
 static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
-                         Py_ssize_t nargs, PyObject **func_out) {
+                         PyObject **slots, Py_ssize_t nargs, PyObject *closure,
+                         PyObject **func_out) {
     PyCodeObject *code = npd_frame_code(frame);
     PyObject *lock = Py_XNewRef(compile_lock);
     if (lock != NULL) {
@@ -464,7 +471,7 @@ static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
     }
     int found = -1;
     PyObject *result = NULL;
-    PyObject *view = npd_frame_view_new(frame, nargs);
+    PyObject *view = npd_frame_view_new(frame, slots, nargs, closure);
     if (view != NULL) {
         Record *before = current_record();
         result = PyObject_CallOneArg(callback, view);
@@ -499,8 +506,7 @@ static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
         goto done;
     }
     new_extra->state = NPD_SKIP;
-    *func_out = npd_entry_function(extra, extra->head, npd_frame_globals(frame),
-                                   npd_frame_closure(frame));
+    *func_out = npd_entry_function(extra, extra->head, npd_frame_globals(frame), closure);
     found = *func_out != NULL ? 1 : -1;
 done:
     Py_XDECREF(result);
@@ -564,9 +570,10 @@ static void strip_hidden_frames(void) {
  * frees an object nobody else holds; here the slots and the tuple would keep it alive until
  * the call returns.  So before each such call we leave a thread-local marker, and the hook,
  * when it sees the frame of that function start (its arguments now bound: it owns references
- * of its own), drops ours: it clears the intercepted frame's argument slots (CPython clears
- * that frame later with Py_XDECREF and nothing reads it: it was never linked into the frame
- * stack, so no frame object, traceback or sys._getframe() reaches it) and sets the tuple's
+ * of its own), drops ours: it clears the intercepted frame's argument references
+ * (npd_frame_drop_args; the frame's release later skips the NULL slots, and nothing else reads
+ * them: it was never linked into the frame stack, so no frame object, traceback or
+ * sys._getframe() reaches it) and sets the tuple's
  * items to None.  Nothing is freed then (the new frame holds every value).  The marker is
  * consumed by the first frame the hook sees after it was set; if that frame is not the
  * expected function's (the frame failed to bind and never started, or the hook was not
@@ -575,7 +582,7 @@ static void strip_hidden_frames(void) {
 typedef struct {
     PyObject *func;     /* whose frame's start releases (borrowed; NULL: no marker) */
     PyObject *tuple;    /* a TailCall's args (exclusively owned) to set to None, or NULL */
-    PyObject **slots;   /* an intercepted frame's argument slots to clear, or NULL */
+    npd_frame *frame;   /* an intercepted frame whose argument references to drop, or NULL */
     Py_ssize_t nslots;
 } npd_release;
 
@@ -584,7 +591,7 @@ static _Thread_local npd_release tls_release = {NULL, NULL, NULL, 0};
 static void release_on_start(npd_frame *frame) {
     npd_release r = tls_release;
     tls_release.func = NULL;
-    if ((PyObject *)npd_frame_func(frame) != r.func) {
+    if (!npd_frame_is_call_of(frame, r.func)) {
         return;
     }
     if (r.tuple != NULL) {
@@ -594,8 +601,8 @@ static void release_on_start(npd_frame *frame) {
             Py_XDECREF(old);
         }
     }
-    for (Py_ssize_t i = 0; i < r.nslots; i++) {
-        Py_CLEAR(r.slots[i]);
+    if (r.frame != NULL) {
+        npd_frame_drop_args(r.frame, r.nslots);
     }
 }
 
@@ -695,19 +702,29 @@ static PyObject *finish_tail_calls(PyObject *result) {
     return result;
 }
 
-/* A frame that passed the cheap filters: walk the cache, maybe compile, run the result. */
+/* A frame that passed the cheap filters: walk the cache, maybe compile, run the result.
+ * Every path either default-evaluates the frame or releases it (npd_frame_release), once. */
 static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
                            PyObject *callback) {
     PyCodeObject *code = npd_frame_code(frame);
     Py_ssize_t nargs = npd_code_nargslots(code);
-    PyObject **slots = npd_frame_localsplus(frame);
+    PyObject *argbuf[NPD_SMALL_ARGS];
+    PyObject **slots = npd_frame_args(frame, nargs, argbuf, NPD_SMALL_ARGS);
+    if (slots == NULL) {
+        return npd_eval_default(ts, frame, 0); /* 3.10, many cell arguments: never compiled */
+    }
+    PyObject *closure = npd_frame_closure(frame);
+    if (closure == NULL && PyErr_Occurred()) {
+        npd_frame_release(ts, frame);
+        return NULL;
+    }
     PyObject *func = NULL;
     int found = 0;
 
     tls_suspended++;
     if (extra != NULL) {
-        found = cache_lookup(extra, slots, nargs, npd_frame_globals(frame),
-                             npd_frame_closure(frame), callback, &func);
+        found = cache_lookup(extra, slots, nargs, npd_frame_globals(frame), closure, callback,
+                             &func);
     }
     if (found == 0) {
         int compile = callback != Py_False && (extra == NULL || extra->state != NPD_RUN_ONLY);
@@ -726,15 +743,17 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
             Record *run = tls_run;
             void *run_ctx = tls_run_ctx;
             unsigned long run_seq = tls_run_seq;
-            found = compile_frame(callback, frame, extra, nargs, &func);
+            found = compile_frame(callback, frame, extra, slots, nargs, closure, &func);
             tls_run = run;
             tls_run_ctx = run_ctx;
             tls_run_seq = run_seq;
         }
     }
     tls_suspended--;
+    Py_XDECREF(closure);
 
     if (found < 0) {
+        npd_frame_release(ts, frame);
         return NULL; /* the exception propagates to the caller of the frame */
     }
     if (found == 0) {
@@ -744,11 +763,14 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
      * The capture scope stays, so frames called by the transformed code are intercepted; the
      * shadow frame itself is SKIP and goes straight to the default evaluator. */
     if (Py_IS_TYPE(func, &PyFunction_Type)) {
-        tls_release = (npd_release){func, NULL, slots, nargs};
+        tls_release = (npd_release){func, NULL, frame, nargs};
     }
     PyObject *result = PyObject_Vectorcall(func, slots, (size_t)nargs, NULL);
     tls_release.func = NULL;
     Py_DECREF(func);
+    /* The intercepted frame is on top of the data stack again: release it before the tail
+     * calls, so a resume function's frame takes its place as in plain Python. */
+    npd_frame_release(ts, frame);
     if (result == NULL) {
         strip_hidden_frames();
     }
@@ -759,7 +781,7 @@ static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
     if (tls_release.func != NULL) {
         release_on_start(frame);
     }
-    if (stack_is_low()) {
+    if (stack_is_low() || npd_c_recursion_low(ts, NPD_C_RECURSION_MARGIN)) {
         return run_deep(ts, frame, throw_flag);
     }
     if (throw_flag || tls_suspended) {
@@ -767,13 +789,14 @@ static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
     }
     PyCodeObject *code = npd_frame_code(frame);
     if ((code->co_flags & NPD_NEVER_FLAGS) || !(code->co_flags & CO_OPTIMIZED) ||
-        npd_frame_func(frame) == NULL) {
+        !npd_frame_is_function(frame) || !npd_frame_releasable(frame)) {
         return npd_eval_default(ts, frame, throw_flag);
     }
     /* Debuggers, coverage and profilers see the program as written: while a trace or
-     * profile function is set on this thread, frames run their original bytecode (no guard,
-     * no compile, no cached version), so every line and call event is the plain one. */
-    if (npd_thread_is_traced(ts) || npd_recursion_remaining(ts) < NPD_RUN_HEADROOM) {
+     * profile function is set on this thread, or (3.12+) a sys.monitoring tool listens to
+     * this code, frames run their original bytecode (no guard, no compile, no cached
+     * version), so every line and call event is the plain one. */
+    if (npd_thread_is_traced(ts, code) || npd_recursion_remaining(ts) < NPD_RUN_HEADROOM) {
         return npd_eval_default(ts, frame, throw_flag);
     }
     npd_extra *extra = npd_extra_get(code);
@@ -783,7 +806,7 @@ static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
     Record *record = effective_record(ts);
     if (record == NULL || record->callback == NULL ||
         (record->callback == Py_False && (extra == NULL || extra->head == NULL)) ||
-        _Py_IsFinalizing()) {
+        npd_is_finalizing()) {
         /* Off in this context; or run-only with nothing cached; or modules are being torn
          * down (guards and the compiler would see half-dead state). */
         Py_XDECREF(record);
@@ -1212,7 +1235,8 @@ static PyObject *get_code_state(PyObject *module, PyObject *obj) {
 }
 static PyObject *get_cache_entries(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1 || nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "get_cache_entries(code, callback=None) takes 1 or 2 arguments");
+        PyErr_SetString(PyExc_TypeError,
+                        "get_cache_entries(code, callback=None) takes 1 or 2 arguments");
         return NULL;
     }
     PyCodeObject *code = as_code(args[0], "get_cache_entries");

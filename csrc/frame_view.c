@@ -2,14 +2,14 @@
  * frame_view.c -- `_C.FrameView` (see frame_view.h).  Built by the hook in eval_frame.c,
  * read by the Python callback (dynamo.convert_frame).
  *
- * Attributes: f_code, f_func, f_globals, f_builtins, args (tuple of the argument slots),
- * closure (the function's __closure__ or None), f_locals (dict: argument names -> values,
+ * Attributes: f_code, f_func (None on 3.10), f_globals, f_builtins, args (tuple of the
+ * argument slots), closure (the function's __closure__ or None), f_locals (dict: argument names -> values,
  * free variable names -> cell contents for non-empty cells).
  *
- * Why f_locals is built by hand: at hook time the frame is incomplete (MAKE_CELL and
+ * Why f_locals is built by hand: at hook time the frame is incomplete on 3.11+ (MAKE_CELL and
  * COPY_FREE_VARS have not run), so PyFrame_GetLocals-style helpers would see garbage in the
- * cell and free slots.  The argument slots hold the raw bound values (even for arguments that
- * are also cells) and the free variables live in the function's closure tuple.
+ * cell and free slots.  The hook passes the argument values (npd_frame_args: raw slots, or on
+ * 3.10 with cell arguments read from their cells) and the closure tuple (npd_frame_closure).
  */
 #include "frame_view.h"
 
@@ -29,26 +29,24 @@ typedef struct {
 /* Build the f_locals dict described in the file comment. */
 static PyObject *build_locals(PyCodeObject *code, PyObject **slots, Py_ssize_t nargs,
                               PyObject *closure) {
-    PyObject *names = npd_code_localsplusnames(code);
     PyObject *locals = PyDict_New();
     if (locals == NULL) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nargs; i++) {
         if (slots[i] != NULL &&
-            PyDict_SetItem(locals, PyTuple_GET_ITEM(names, i), slots[i]) < 0) {
+            PyDict_SetItem(locals, npd_code_arg_name(code, i), slots[i]) < 0) {
             goto error;
         }
     }
     /* Free variables are the last co_nfreevars names, in closure-tuple order. */
     Py_ssize_t nfree = npd_code_nfreevars(code);
-    Py_ssize_t first_free = npd_code_nlocalsplus(code) - nfree;
     if (closure != NULL && PyTuple_GET_SIZE(closure) == nfree) {
         for (Py_ssize_t j = 0; j < nfree; j++) {
             PyObject *cell = PyTuple_GET_ITEM(closure, j);
             PyObject *value = PyCell_Check(cell) ? PyCell_GET(cell) : NULL;
             if (value != NULL &&
-                PyDict_SetItem(locals, PyTuple_GET_ITEM(names, first_free + j), value) < 0) {
+                PyDict_SetItem(locals, npd_code_free_name(code, j), value) < 0) {
                 goto error;
             }
         }
@@ -59,16 +57,16 @@ error:
     return NULL;
 }
 
-PyObject *npd_frame_view_new(npd_frame *frame, Py_ssize_t nargs) {
+PyObject *npd_frame_view_new(npd_frame *frame, PyObject **slots, Py_ssize_t nargs,
+                             PyObject *closure) {
     PyCodeObject *code = npd_frame_code(frame);
-    PyObject **slots = npd_frame_localsplus(frame);
-    PyObject *closure = npd_frame_closure(frame);
+    PyFunctionObject *func = npd_frame_func(frame);
     FrameView *view = PyObject_GC_New(FrameView, &npd_FrameViewType);
     if (view == NULL) {
         return NULL;
     }
     view->f_code = Py_NewRef((PyObject *)code);
-    view->f_func = Py_NewRef((PyObject *)npd_frame_func(frame));
+    view->f_func = Py_NewRef(func != NULL ? (PyObject *)func : Py_None);
     view->f_globals = Py_NewRef(npd_frame_globals(frame));
     view->f_builtins = Py_NewRef(npd_frame_builtins(frame));
     view->closure = Py_NewRef(closure != NULL ? closure : Py_None);
@@ -126,7 +124,7 @@ static PyObject *frame_view_repr(FrameView *self) {
         return PyUnicode_FromString("<FrameView (cleared)>");
     }
     PyCodeObject *code = (PyCodeObject *)self->f_code;
-    return PyUnicode_FromFormat("<FrameView %U at %U:%d>", code->co_qualname,
+    return PyUnicode_FromFormat("<FrameView %U at %U:%d>", npd_code_qualname(code),
                                 code->co_filename, code->co_firstlineno);
 }
 
@@ -135,7 +133,7 @@ static PyObject *frame_view_repr(FrameView *self) {
 
 static PyMemberDef frame_view_members[] = {
     VIEW_MEMBER(f_code, "the frame's code object"),
-    VIEW_MEMBER(f_func, "the function being called"),
+    VIEW_MEMBER(f_func, "the function being called (None on CPython 3.10: frames have none)"),
     VIEW_MEMBER(f_globals, "the frame's globals dict"),
     VIEW_MEMBER(f_builtins, "the frame's builtins dict"),
     VIEW_MEMBER(args, "tuple of the argument slots (positional, kw-only, *args, **kwargs)"),

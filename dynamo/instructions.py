@@ -22,7 +22,7 @@ from .compat import HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY
 
 __all__ = [
     "PREFIX_OPS", "forward_jump", "binary_subscr", "build_list", "build_map", "build_tuple", "call",
-    "call_sequence", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
+    "call_sequence", "call_self_form", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
     "if_not_equal", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
     "load_deref", "load_fast", "load_global", "make_cell", "make_closure", "make_function",
     "pop_top", "push_null", "null_under_top", "with_null", "null_before", "null_after", "resume", "return_value",
@@ -116,6 +116,12 @@ def call(nargs: int) -> list[Instr]:
     if PY312:
         return [Instr("CALL", nargs)]
     return [Instr("PRECALL", nargs), Instr("CALL", nargs)]
+
+
+def call_self_form() -> list[Instr]:
+    """Call the callable below one argument, with no NULL (3.11+: read as a method and its
+    self, CALL 0, as CPython calls a generator expression's function; 3.10 CALL_FUNCTION 1)."""
+    return [Instr("CALL_FUNCTION", 1)] if PY310 else call(0)
 
 
 def build_tuple(n: int) -> list[Instr]:

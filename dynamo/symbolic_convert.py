@@ -1393,7 +1393,7 @@ class GeneratorVariable(IteratorVariable):
             raise Unsupported(f"cannot rebuild a started {self.describe()}")
         _rebuild_function(codegen, self.function.code, self.function.cells, 0)
         codegen.reconstruct(self.iterable)
-        codegen.extend(ins.call(0))  # (the function below its one argument, as CPython does)
+        codegen.extend(ins.call_self_form())  # (the function below its one argument)
 
 
 class NestedFunctionVariable(VariableTracker):

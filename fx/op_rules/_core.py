@@ -226,10 +226,32 @@ _SIGNATURES: dict[Any, inspect.Signature] = {}
 
 
 def signature(fn: Any) -> inspect.Signature:
+    """`fn`'s signature; for a NumPy C function whose NumPy reports none (NumPy 2.2), the one
+    NumPy 2.5 reports (`numpy_signatures`)."""
     sig = _SIGNATURES.get(fn)
     if sig is None:
-        sig = _SIGNATURES[fn] = inspect.signature(fn)
+        try:
+            sig = inspect.signature(fn)
+        except ValueError:
+            sig = _recorded_signature(fn)
+        _SIGNATURES[fn] = sig
     return sig
+
+
+def _recorded_signature(fn: Any) -> inspect.Signature:
+    from .numpy_signatures import TEXT_SIGNATURES
+
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__name__", "")
+    for key in (f"{module}.{name}", f"numpy.{name}", f"numpy.linalg.{name}"):
+        text = TEXT_SIGNATURES.get(key)
+        if text is not None:
+            namespace: dict[str, Any] = {}
+            text = text.replace("<no value>", "_NoValue")  # (a ufunc's unset keywords)
+            exec(f"def stand_in{text}: pass", {"_NoValue": np._NoValue},  # noqa: S102
+                 namespace)  # (our own table)
+            return inspect.signature(namespace["stand_in"])
+    raise ValueError(f"no signature found for {name}")
 
 
 def given(value: Any) -> bool:

@@ -670,6 +670,20 @@ def _reduction_functions(k: ReductionKernel, i: int, red: Reduction) -> list[str
     return L
 
 
+def _chunked_sum(c: Callable[[str], str], ind: str) -> list[str]:
+    """``acc += `` the pairwise sum of the row's inner run, whole or, when the runtime passed a
+    ``chunk`` length shorter than the run (NumPy <= 2.2, see `kernel.pairwise_split`), one
+    pairwise sum per chunk, in order. ``c(args)``: the C of a pairwise sum given ``j0, n``."""
+    return [f"{ind}if (chunk <= 0 || inner <= chunk) {{",
+            f"{ind}    acc += {c('0, inner')};",
+            f"{ind}}} else {{",
+            f"{ind}    for (int64_t c0 = 0; c0 < inner; c0 += chunk) {{",
+            f"{ind}        const int64_t cn = inner - c0 < chunk ? inner - c0 : chunk;",
+            f"{ind}        acc += {c('c0, cn')};",
+            f"{ind}    }}",
+            f"{ind}}}"]
+
+
 def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     """The C of one reduction over the current row; leaves the result in ``row.r<i>``."""
     name, acc = f"{k.name}_r{i}", ctype(red.acc_dtype)
@@ -697,7 +711,7 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
             lines, names = _body([red.value], load, ind + "        ",
                                  lambda rr: f"row.r{rr.index}")
             L += lines + [f"{ind}        bq[j] = {names[red.value]};", f"{ind}    }}"]
-        L += [f"{ind}    }}", f"{ind}    acc += {name}pwb(&row, 0, inner);"]
+        L += [f"{ind}    }}", *_chunked_sum(lambda a: f"{name}pwb(&row, {a})", ind + "    ")]
     elif arg:
         L += [f"{ind}int64_t best = 0, pos = 0;", f"{ind}{acc} m = 0; int stop = 0;"]
     else:
@@ -708,7 +722,8 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     if buffered is not None:
         pass  # the phase is complete (above)
     elif red.op in ("sum", "mean") and _is_float(red.acc_dtype):
-        L += [f"{ind}    acc += contig ? {name}pwc(&row, 0, inner) : {name}pws(&row, 0, inner);"]
+        L += _chunked_sum(lambda a: f"contig ? {name}pwc(&row, {a}) : {name}pws(&row, {a})",
+                          ind + "    ")
     elif arg:
         # NumPy: the first extreme wins, a NaN wins at once (quiet comparisons: no FP flags).
         if _is_float(red.acc_dtype):
@@ -787,10 +802,12 @@ def reduction_source(k: ReductionKernel) -> str:
     """C for a reduction kernel (a row program, see `loop_ir.ReductionKernel`).
 
     ``A = [threads, parallel, nk, nr, kept shape[nk], reduced shape[nr], then per input: kept
-    strides[nk], reduced strides[nr]]``; ``P`` = input data pointers, then one output per
-    reduction (contiguous over the kept dims), then the epilogue outputs (C-contiguous over the
-    domain); ``nk >= 1`` and ``nr >= 1`` (the runtime pads with size-1 dims). The last reduced
-    dim is the inner run, summed pairwise (NumPy's algorithm) for floats.
+    strides[nk], reduced strides[nr], then chunk]`` (``chunk``: 0, or the length of the pieces
+    a float sum's inner run is summed in, NumPy <= 2.2's buffer size); ``P`` = input data
+    pointers, then one output per reduction (contiguous over the kept dims), then the epilogue
+    outputs (C-contiguous over the domain); ``nk >= 1`` and ``nr >= 1`` (the runtime pads with
+    size-1 dims). The last reduced dim is the inner run, summed pairwise (NumPy's algorithm)
+    for floats, whole or in ``chunk``-long pieces (`_chunked_sum`).
     """
     n_in, name = len(k.operands), k.name
     preset_values = {k.reductions[i].value for i in row_buffers(k)}
@@ -830,6 +847,8 @@ def reduction_source(k: ReductionKernel) -> str:
           "    for (int64_t d = 0; d < nk; d++) nout *= kshape[d];",
           "    for (int64_t d = 0; d < nr - 1; d++) nrows *= rshape[d];",
           "    const int64_t inner = rshape[nr - 1];",
+          # The pairwise chunk length (0: the whole inner run; see `_chunked_sum`).
+          f"    const int64_t chunk = S[{n_in} * nd];",
           "    const int contig = 1" + "".join(f" && st{i}[nk + nr - 1] == 1"
                                              for i in range(n_in)) + ";",
           "    int fl = 0;",

@@ -162,6 +162,52 @@ def output_order(shape: tuple[int, ...], strides: list[list[int]]) -> list[int]:
     return perm[::-1]
 
 
+_bufsize_cache: tuple[Any, int] = (object(), 0)
+
+
+def bufsize() -> int:
+    """``np.getbufsize()``, cached per errstate object (``np.setbufsize`` makes a new one, as
+    ``np.errstate`` does): a 0.1 us context-variable read instead of a ~1 us call."""
+    global _bufsize_cache
+    if _errstate_var is None:  # pragma: no cover - NumPy without the context variable
+        return np.getbufsize()
+    current = _errstate_var.get()
+    cached = _bufsize_cache
+    if current is cached[0]:
+        return cached[1]
+    size = np.getbufsize()
+    _bufsize_cache = (current, size)
+    return size
+
+
+#: What `pairwise_split` found (None until it is first asked).
+_split: str | None = None
+
+
+def pairwise_split() -> str:
+    """How this NumPy cuts a float sum's pairwise run (the innermost reduced dim, coalesced),
+    found once by a probe: "whole" (NumPy >= 2.3: the run is one pairwise sum, whatever its
+    length), "chunks" (NumPy <= 2.2: its buffered reduce iterator hands the loop at most
+    ``np.getbufsize()`` elements at a time even when nothing is copied, so a longer run is
+    ``acc += pairwise(chunk)`` chunk after chunk, each chunk starting at a multiple of the
+    buffer size from the run's start) or "unknown" (neither: runs longer than the buffer
+    size are left to NumPy).
+
+    The probe: 8193 zeros but x[0] = 1 and x[4096] = x[8192] = 2**-53, buffer 8192. Whole,
+    the halves [0, 4096) and [4096, 8193) give 1 + 2**-52 exactly; in chunks, the first chunk
+    rounds 1 + 2**-53 to 1 (ties to even) and so does adding the last element."""
+    global _split
+    if _split is None:
+        with np.errstate():  # restores the buffer size (it lives in the same context)
+            np.setbufsize(8192)
+            x = np.zeros(8193)
+            x[0] = 1.0
+            x[4096] = x[8192] = 2.0 ** -53
+            total = float(np.add.reduce(x))
+        _split = {1.0 + 2.0 ** -52: "whole", 1.0: "chunks"}.get(total, "unknown")
+    return _split
+
+
 #: Reductions whose float result depends on the order of the additions/multiplications.
 ORDERED_REDUCTIONS = frozenset(("sum", "mean", "prod"))
 #: Longest kept inner run for which a float sum that NumPy accumulates row after row (its inner
@@ -255,6 +301,9 @@ class _Runner:
             arrays.append(arr)
         return arrays
 
+    #: Whether a plan depends on ``np.getbufsize()`` (then it is part of the plan's key).
+    bufsize_dependent = False
+
     def _arrays_and_plan(self, inputs: list[Any],
                          shape: tuple[int, ...] | None) -> tuple[list[np.ndarray], Any] | None:
         """The input arrays and the cached plan for their (shapes, strides) and the domain
@@ -264,6 +313,8 @@ class _Runner:
         if arrays is None:
             return None
         key: Any = (self.threads, tuple((a.shape, a.strides) for a in arrays))
+        if self.bufsize_dependent:
+            key = (bufsize(), key)
         if self.dynamic:
             if shape is None:
                 raise TypeError(f"kernel {self.kernel.name} has symbolic sizes: pass its "
@@ -490,6 +541,11 @@ class ReductionRunner(_Runner):
                                        sorted({v.index for v in vals if isinstance(v, RowRef)}),
                                        r.value.dtype != r.acc_dtype))
         self.has_arg = any(r.op in ("argmax", "argmin") for r in k.reductions)
+        # NumPy's order depends on the buffer size for casting reduces (all NumPy versions)
+        # and, where NumPy sums a long pairwise run in buffer-sized chunks, for every float sum.
+        self.bufsize_dependent = any(
+            src is not False and (src[-1] or (r.op != "prod" and pairwise_split() != "whole"))
+            for src, r in zip(self.order_src, k.reductions))
 
     def _numpy_order(self, shape: tuple[int, ...],
                      strides: list[list[int]]) -> Any:
@@ -501,7 +557,7 @@ class ReductionRunner(_Runner):
         for src in self.order_src:
             if src is False:
                 continue
-            if src[-1] and prod(shape) > np.getbufsize():
+            if src[-1] and prod(shape) > bufsize():
                 return False
             if src[0] == "load":
                 vst = strides[src[1]]
@@ -547,6 +603,7 @@ class ReductionRunner(_Runner):
                 return False
         kshape, kstr = coalesce([shape[d] for d in kept], [[s[d] for d in kept] for s in strides])
         spec = self._numpy_order(shape, strides)  # type: ignore[arg-type]
+        chunk = 0  # the kernel's pairwise chunk length: 0 for the whole run
         if spec is False:
             return False
         if spec is None:  # max/min/any/all/integer sums: the order does not change the result
@@ -568,6 +625,13 @@ class ReductionRunner(_Runner):
                 ish, ist = coalesce([shape[d] for d in run], [[s[d] for d in run] for s in strides])
                 if len(ish) != 1:  # some operand cannot walk NumPy's run as one stride
                     return False
+                if ish[0] > bufsize():
+                    # NumPy <= 2.2 sums the run in buffer-sized chunks (`pairwise_split`).
+                    split = pairwise_split()
+                    if split == "unknown":
+                        return False
+                    if split == "chunks":
+                        chunk = bufsize()
             else:
                 ish, ist = [1], [[0] for _ in strides]
             rshape = rshape + ish
@@ -582,6 +646,7 @@ class ReductionRunner(_Runner):
         for ks, rs in zip(kstr, rstr):
             values.extend(ks)
             values.extend(rs)
+        values.append(chunk)
         return (self._block(values) if prod(out_shape) else None), shape, out_shape, keep_shape
 
     def __call__(self, inputs: Any, shape: tuple[int, ...] | None = None,

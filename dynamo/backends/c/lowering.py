@@ -10,9 +10,11 @@ dtypes come from ``ufunc.resolve_dtypes`` (NEP 50 weak Python scalars included),
 non-ufunc functions/methods have one builder each (`FUNCTION_BUILDERS`, `METHOD_BUILDERS`).
 The lowering refuses (returns None) whenever NumPy's result could differ: unsupported dtypes
 (float16, complex, ...), integer floor division/modulo/shifts, float->int casts, negative integer
-powers, float powers NumPy computes with its own pow (all but 2, -1, 0.5, 0, 1), integer
-arithmetic operators on NumPy scalars (scalar math warns on overflow), keyword arguments such as
-``out=``/``dtype=``/``where=``, empty max/min/mean.
+powers, float powers NumPy computes with its own pow (all but 2, -1, 0.5, 0, 1; and -1 and 0.5
+wherever NumPy uses pow for them: a NumPy scalar's ``**``, and on NumPy <= 2.2 ``np.power``
+and integer bases, see `power_loop_special_cases`), integer arithmetic operators on NumPy
+scalars (scalar math warns on overflow), keyword arguments such as ``out=``/``dtype=``/
+``where=``, empty max/min/mean.
 """
 
 from __future__ import annotations
@@ -166,7 +168,7 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
     param = None
     op_name = name
     if name == "power":
-        op_name, param = _power_plan(args[1], in_dts[0])
+        op_name, param = _power_plan(args[1], in_dts[0], node.target is uf, args[0])
     nodes = [a for a in args if _is_node(a)]
 
     def build(get: Callable[[Any], Value]) -> Value:
@@ -178,22 +180,53 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
     return Lowered("pointwise", nodes, out_meta.shape, build)
 
 
-def _power_plan(exponent: Any, dt: np.dtype) -> tuple[str, Any]:
-    # Float exponents do what NumPy's power loop does (`x ** k` and `np.power` agree bit for
-    # bit): 2 is a square, -1 a reciprocal and 0.5 a sqrt (so (-0.0) ** 0.5 is -0.0 and
-    # (-inf) ** 0.5 is nan, unlike C's pow); 0 and 1 are exact (1 and x). Every other float
-    # exponent, 3 and 4 included, stays a NumPy call: NumPy's loop calls its own pow (SVML's
-    # on AVX-512 machines), whose last bit glibc's pow/libmvec and repeated multiplies do not
-    # reproduce (multiplies differed on 26-50% of x ** 3, pow on a few percent), and the
-    # backend does not guess bits. Integer powers are exact by repeated squaring; their
-    # exponents must be non-negative constants (NumPy raises for negative ones and the loop
-    # would not). Array exponents stay NumPy calls.
+#: What `power_loop_special_cases` found (None until it is first asked).
+_power_loop: bool | None = None
+
+
+def power_loop_special_cases() -> bool:
+    """Whether NumPy's float power loop itself computes ``x ** 0.5`` as ``sqrt(x)`` and
+    ``x ** -1`` as ``1 / x`` (NumPy >= 2.3), found once by a probe. NumPy <= 2.2 special-cases
+    them only in the ``**`` operator on a float array (``fast_scalar_power``): ``np.power``,
+    integer bases and NumPy scalars go through its pow loop, whose results differ ((-0.0) **
+    0.5 is +0.0, (-inf) ** 0.5 is inf, and last bits: 1e300 ** -1 is not 1e-300)."""
+    global _power_loop
+    if _power_loop is None:
+        x = np.array([-0.0, -np.inf, 2.0, 3.0, 1e300, 7.1e-5, 123456.789])
+        with np.errstate(all="ignore"):
+            pairs = [(np.power(x, 0.5), np.sqrt(x)), (np.power(x, -1.0), np.reciprocal(x))]
+        _power_loop = all(a.tobytes() == b.tobytes() for a, b in pairs)
+    return _power_loop
+
+
+def _power_plan(exponent: Any, dt: np.dtype, ufunc_call: bool = False,
+                base: Any = None) -> tuple[str, Any]:
+    # Float exponents do what NumPy's power loop does (on NumPy >= 2.3 `x ** k` and
+    # `np.power` agree bit for bit; on 2.2 only `**` on a float array special-cases -1 and
+    # 0.5, see `power_loop_special_cases`): 2 is a square, -1 a reciprocal and 0.5 a sqrt (so
+    # (-0.0) ** 0.5 is -0.0 and (-inf) ** 0.5 is nan, unlike C's pow); 0 and 1 are exact.
+    # Every other float exponent, 3 and 4 included, stays a NumPy call: NumPy's loop calls
+    # its own pow (SVML's on AVX-512 machines), whose last bit glibc's pow/libmvec and
+    # repeated multiplies do not reproduce (multiplies differed on 26-50% of x ** 3, pow on a
+    # few percent), and the backend does not guess bits. Integer powers are exact by repeated
+    # squaring; their exponents must be non-negative constants (NumPy raises for negative ones
+    # and the loop would not). Array exponents stay NumPy calls.
     if _is_node(exponent):
         raise _Refuse("power with an array exponent")
     e = exponent.item() if isinstance(exponent, np.generic) else exponent
     if dt.kind == "f":
         if float(e) in (0.0, 1.0, 2.0):
             return "powi", int(e)
+        if float(e) in (-1.0, 0.5):
+            # NumPy's ** on a NumPy scalar is scalar math (C pow: (-0.0) ** 0.5 is +0.0) in
+            # every version; on an array it is sqrt/reciprocal where NumPy special-cases it.
+            meta = _meta(base) if _is_node(base) else None
+            array = meta is not None and not meta.is_scalar
+            loop = power_loop_special_cases()
+            if not (loop if ufunc_call else array and (loop or meta.dtype.kind == "f")):
+                raise _Refuse(f"float power with exponent {e!r}: NumPy computes it with pow "
+                              "here (scalar math, or a pow loop without its sqrt/reciprocal "
+                              "special case)")
         if float(e) == -1.0:
             return "reciprocal", None
         if float(e) == 0.5:

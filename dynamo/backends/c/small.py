@@ -119,6 +119,21 @@ def _block_if_registrable(base: Any, inputs: list) -> tuple[bytes, bool] | None:
     return bytes(base.ffi.buffer(block)), size >= NOGIL_SIZE
 
 
+def _mask_fn(base: Any) -> Any:
+    """The errstate callback of a `SmallKernel` over ``base``'s kernel: `kernel.fp_warn_mask`
+    or, when the kernel's blocks depend on NumPy's buffer size (``base.bufsize_dependent``),
+    a wrapper answering None (run the graph as NumPy) while ``np.setbufsize`` holds another
+    size than the one the layouts are registered for (`SmallRunner.bufsize`). The C side asks
+    again whenever the errstate object changes, which ``np.setbufsize`` does."""
+    if not getattr(base, "bufsize_dependent", False):
+        return _kernel.fp_warn_mask
+    size = _kernel.bufsize()  # an int only: no reference to ``base`` (no cycle)
+
+    def mask() -> int | None:
+        return None if _kernel.bufsize() != size else _kernel.fp_warn_mask()
+    return mask
+
+
 def _small_kernel(base: Any, library: Any, opts: COptions, **whole_graph: Any) -> Any:
     from dynamo import _C
 
@@ -126,7 +141,7 @@ def _small_kernel(base: Any, library: Any, opts: COptions, **whole_graph: Any) -
     shapes, dtypes, scalar = _out_specs(k)
     return _C.SmallKernel(
         _loaded_address(library, k.name), tuple(np.dtype(od.dtype) for od in k.operands),
-        shapes, dtypes, scalar, np.ndarray, np.empty, _kernel.fp_warn_mask,
+        shapes, dtypes, scalar, np.ndarray, np.empty, _mask_fn(base),
         _kernel._errstate_var, library, opts.fp_errors, **whole_graph)
 
 
@@ -217,6 +232,9 @@ class SmallRunner(_Wrapped):
         self.library = library
         self.sk = _small_kernel(base, library, opts)
         self._layouts = _Layouts(base)
+        #: The buffer size the registered blocks are for, when they depend on it (a float sum
+        #: on NumPy <= 2.2, a casting reduce); under another size the general runner runs.
+        self.bufsize = _kernel.bufsize() if getattr(base, "bufsize_dependent", False) else None
         #: A weak reference to the whole-graph `SmallKernel` calling this kernel, if the graph
         #: is only this kernel (it holds this runner in its ``runners``: no cycle).
         self.whole: Any = None
@@ -235,7 +253,8 @@ class SmallRunner(_Wrapped):
 
     def __call__(self, inputs: Any, shape: tuple[int, ...] | None = None,
                  threads: int | None = None) -> Any:
-        if threads is None or threads == self.base.threads:
+        if (threads is None or threads == self.base.threads) and (
+                self.bufsize is None or self.bufsize == _kernel.bufsize()):
             got = self.sk.run(inputs)
             if got is not None:
                 return got

@@ -1,0 +1,311 @@
+"""Version-sensitive behaviour of ``dynamo._C`` (issue 9), run on every supported CPython.
+
+What comes in: the C module driven directly (a compile callback answering with hand-made
+``(check_fn, new_code)`` pairs, as tests/test_c_hook.py does), so these tests need no
+translator.  What is checked, with plain Python as the oracle:
+
+- Frame release (3.12+: the hook must clear and pop every frame it does not default-evaluate,
+  csrc/cpython_compat.h npd_frame_release): the reference counts of arguments and code objects
+  stay put over 10k cache hits, tail calls, shadow frames that raise, callbacks that raise and
+  guards that raise; deep recursion through compiled code crosses data-stack chunks.  These
+  run in subprocesses: a wrong release corrupts the data stack and crashes later.
+- The C recursion budget (3.12+): a recursion 900 deep under the default limit runs as in
+  plain Python inside a capture scope (deep mode also starts when the C budget runs low).
+- sys.monitoring (3.12+): while a tool is active, frames run their original code, so the tool
+  sees the plain program's events.
+"""
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dynamo import _C as C
+
+HELPERS = """
+import gc, inspect, sys
+from dynamo import _C as C
+
+def flat(fn):
+    co = fn.__code__
+    varflags = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    nslots = (co.co_argcount + co.co_kwonlyargcount
+              + bool(co.co_flags & inspect.CO_VARARGS)
+              + bool(co.co_flags & inspect.CO_VARKEYWORDS))
+    return co.replace(co_argcount=nslots, co_kwonlyargcount=0, co_posonlyargcount=0,
+                      co_flags=co.co_flags & ~varflags)
+
+class Obj:
+    pass
+
+def refcounts(*objs):
+    gc.collect()
+    return [sys.getrefcount(o) for o in objs]
+"""
+
+
+def run_python(code, timeout=120):
+    """Run HELPERS + code in a fresh interpreter (this one's); crashes show as return codes."""
+    return subprocess.run([sys.executable, "-c", HELPERS + textwrap.dedent(code)],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def assert_ok(proc, expected):
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-3000:])
+    assert proc.stdout.split() == expected, proc.stderr[-3000:]
+
+
+@pytest.fixture(autouse=True)
+def _no_callback_leaks():
+    assert C.get_eval_frame() is None
+    yield
+    assert C.get_eval_frame() is None, "test left a capture scope entered"
+    assert C.hook_state() == {"installed": False, "active_scopes": 0, "deep_runs": 0}
+
+
+# ---- frame release: reference counts over many hits and error paths ------------------------
+
+
+def test_cache_hits_and_tail_calls_leak_no_references():
+    """10k hits of a shadow frame, and of one ending in a tail call: every argument and both
+    code objects end with the reference counts they started with (3.12+ leaked one reference
+    per call to each argument and to the code object without the frame release)."""
+    proc = run_python("""
+        def f(a, *rest, k=None):
+            return a
+
+        def g(a, rest, k):
+            return (a, rest, k)
+
+        def resume(a, b):
+            return b
+
+        def h(a):
+            return a
+
+        def h_shadow(a):
+            return C.tail_call(a, a, resume)
+
+        def cb(view):
+            if view.f_code is f.__code__:
+                return (lambda *s: True, flat(g))
+            if view.f_code is h.__code__:
+                return (lambda *s: True, h_shadow.__code__)
+            return None
+
+        cap = C.Capture(cb)
+        obj, key = Obj(), Obj()
+        for fn, args, kw in ((f, (obj, 1, 2), {"k": key}), (h, (obj,), {})):
+            assert cap.run(fn, *args, **kw) is not None  # compiles
+            cap.run(fn, *args, **kw)
+            before = refcounts(obj, key, fn.__code__)
+            for _ in range(10000):
+                out = cap.run(fn, *args, **kw)
+            del out
+            after = refcounts(obj, key, fn.__code__)
+            print(fn.__name__, before == after, C.code_stats(fn.__code__)[0] >= 10000)
+            if before != after:
+                print(before, after, file=sys.stderr)
+    """)
+    assert_ok(proc, ["f", "True", "True", "h", "True", "True"])
+
+
+def test_error_paths_release_the_frame():
+    """Every way the hook ends a frame without default-evaluating it gives the frame's
+    references back: the shadow frame raising, the callback raising, a guard raising
+    KeyboardInterrupt (propagates), and a guard raising an Exception (reported, a miss)."""
+    proc = run_python("""
+        def f(a):
+            return a
+
+        def boom(a):
+            raise ValueError("from the shadow frame")
+
+        def interrupt(*s):
+            raise KeyboardInterrupt
+
+        def failing(*s):
+            raise RuntimeError("guard bug")
+
+        def bad_callback(view):
+            raise LookupError("callback bug")
+
+        def answers(check, code):
+            return lambda view: (check, code) if view.f_code is f.__code__ else None
+
+        sys.unraisablehook = lambda u: None
+        cases = {
+            "shadow_raises": (answers(lambda *s: True, boom.__code__), ValueError),
+            "callback_raises": (bad_callback, LookupError),
+            "guard_interrupt": (answers(interrupt, flat(f)), KeyboardInterrupt),
+            "guard_error": (answers(failing, flat(f)), None),
+        }
+        obj = Obj()
+        for name, (cb, exc) in cases.items():
+            C.reset_code(f.__code__)
+            cap = C.Capture(cb)
+            if name.startswith("guard"):
+                # One entry in the cache (its guard then raises); then run-only, so a failed
+                # guard is a plain miss instead of a compile adding one more entry per call.
+                try:
+                    cap.run(f, obj)
+                except BaseException:
+                    pass
+                cap = C.Capture(False)
+            before = refcounts(obj, f.__code__)
+            caught = 0
+            for _ in range(10000):
+                try:
+                    assert cap.run(f, obj) is obj
+                except BaseException as e:
+                    caught += type(e) is exc
+                    del e
+            after = refcounts(obj, f.__code__)
+            print(name, before == after, caught == (10000 if exc else 0))
+            if before != after:
+                print(name, before, after, file=sys.stderr)
+    """)
+    assert_ok(proc, ["shadow_raises", "True", "True", "callback_raises", "True", "True",
+                     "guard_interrupt", "True", "True", "guard_error", "True", "True"])
+
+
+def test_deep_recursion_through_compiled_frames_crosses_data_stack_chunks():
+    """Recursion through the cache with large frames (every few calls start a new data-stack
+    chunk): right results at every depth, no reference leaked, the interpreter survives
+    (a wrong pop of the first frame of a chunk corrupts the data stack)."""
+    proc = run_python("""
+        names = ["v%d" % i for i in range(300)]
+        body = ("    {} = n\\n"
+                "    return x if n == 0 else f(n - 1, x) + 1\\n").format(" = ".join(names))
+        src = "def f(n, x):\\n" + body + "def g(n, x):\\n" + body
+        ns = {}
+        exec(src, ns)
+        f, g = ns["f"], ns["g"]
+        cap = C.Capture(lambda view: (lambda *s: True, g.__code__)
+                        if view.f_code is f.__code__ else None)
+        x = Obj()
+        cap.run(f, 3, 0)
+        before = refcounts(f.__code__, g.__code__)
+        ok = all(cap.run(f, depth, depth) == 2 * depth for depth in range(0, 200, 7))
+        ok = ok and all(cap.run(f, depth, depth) == 2 * depth for depth in range(200, 0, -3))
+        after = refcounts(f.__code__, g.__code__)
+        print(ok, before == after, C.code_stats(f.__code__)[0] > 5000)
+    """)
+    assert_ok(proc, ["True", "True", "True"])
+
+
+def test_cell_arguments_reach_guards_views_and_shadow_frames():
+    """An argument that is also a cell variable (captured by an inner function): guards, the
+    FrameView and the shadow frame see its value (3.10 moves it into the cell before the hook
+    runs and leaves the argument slot NULL), the shadow frame holds the only frame reference to
+    it (sys.getrefcount as in plain Python), and 10k hits leak nothing."""
+    proc = run_python("""
+        def f(a, b):
+            def inner():
+                return a
+            return sys.getrefcount(a), inner() is a, b
+
+        shadow = f.__code__.replace(co_name="shadow")
+        seen, views = [], []
+
+        def check(a, b, f_globals, closure):
+            seen.append(a is obj)  # (keeps no reference: counts are compared)
+            return True
+
+        def cb(view):
+            if view.f_code is not f.__code__:
+                return None
+            views.append(view.args == (obj, 1) and view.f_locals == {"a": obj, "b": 1})
+            return (check, shadow)
+
+        obj = Obj()
+        plain = C.Capture(False).run(f, obj, 1)  # hook installed, nothing cached: runs as is
+        cap = C.Capture(cb)
+        print(cap.run(f, obj, 1) == plain, cap.run(f, obj, 1) == plain)  # compiles, hits
+        print(views == [True], seen == [True])
+        before = refcounts(obj, f.__code__, shadow)
+        for _ in range(10000):
+            cap.run(f, obj, 1)
+        print(before == refcounts(obj, f.__code__, shadow), C.code_stats(f.__code__)[0] > 10000)
+    """)
+    assert_ok(proc, ["True", "True", "True", "True", "True", "True"])
+
+
+# ---- recursion budget --------------------------------------------------------------------
+
+
+def test_recursion_900_deep_inside_a_capture_scope_runs_as_plain_python():
+    """Under the default recursion limit (1000) a 900-deep recursion works in plain Python; on
+    3.12 a PEP 523 hook alone cut that to ~748 (each non-inlined call charges the C recursion
+    budget).  Inside a capture scope -- nothing compiled, or every level compiled -- it must
+    still give the plain result (deep mode starts when the C budget runs low)."""
+    proc = run_python("""
+        def rec(n):
+            return 0 if n == 0 else 1 + rec(n - 1)
+
+        def rec_shadow(n):
+            return 0 if n == 0 else 1 + rec(n - 1)
+
+        assert sys.getrecursionlimit() == 1000
+        print(rec(900))
+        print(C.Capture(lambda view: None).run(rec, 900))
+        cap = C.Capture(lambda view: (lambda *s: True, rec_shadow.__code__)
+                        if view.f_code is rec.__code__ else None)
+        print(cap.run(rec, 900), cap.run(rec, 900))
+        print(C.code_stats(rec.__code__)[0] > 0, C.hook_state()["deep_runs"])
+    """)
+    assert_ok(proc, ["900", "900", "900", "900", "True", "0"])
+
+
+# ---- sys.monitoring ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring is new in 3.12")
+@pytest.mark.parametrize("scope", ["global", "local"])
+def test_sys_monitoring_tools_see_the_plain_program(scope):
+    """A sys.monitoring tool counting LINE events of a function sees the same events with the
+    function captured (and compiled) as without: while any tool is active (events set
+    globally, or locally on the code object), frames run their original code.  Once the tool
+    is gone, the cached code runs again."""
+    proc = run_python("""
+        mon = sys.monitoring
+        scope = %r
+
+        def f(a):
+            b = a + 1
+            c = b * 2
+            return c
+
+        def shadow(a):
+            return (a + 1) * 2
+
+        cap = C.Capture(lambda view: (lambda *s: True, flat(shadow))
+                        if view.f_code is f.__code__ else None)
+        assert cap.run(f, 1) == 4 and C.code_stats(f.__code__) == (0, 1)  # compiled
+
+        def count_lines(fn, *args):
+            events = []
+            tool = mon.DEBUGGER_ID
+            mon.use_tool_id(tool, "test")
+            try:
+                mon.register_callback(tool, mon.events.LINE,
+                                      lambda code, line: events.append((code.co_name, line)))
+                if scope == "global":
+                    mon.set_events(tool, mon.events.LINE)
+                else:
+                    mon.set_local_events(tool, f.__code__, mon.events.LINE)
+                result = fn(*args)
+            finally:
+                mon.set_events(tool, 0)
+                mon.set_local_events(tool, f.__code__, 0)
+                mon.register_callback(tool, mon.events.LINE, None)
+                mon.free_tool_id(tool)
+            return result, [e for e in events if e[0] in ("f", "shadow")]
+
+        plain = count_lines(f, 5)
+        captured = count_lines(cap.run, f, 5)
+        print(len(plain[1]), plain == captured)
+        print(cap.run(f, 5), C.code_stats(f.__code__)[0])  # the tool is gone: a cache hit
+    """ % scope)
+    assert_ok(proc, ["3", "True", "12", "1"])

@@ -21,13 +21,14 @@ from bytecode import CellVar, Compare, FreeVar, Instr, Label
 from .compat import HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312, PY313
 
 __all__ = [
-    "PREFIX_OPS", "forward_jump", "binary_subscr", "build_list", "build_map", "build_tuple", "call",
-    "call_sequence", "call_self_form", "copy", "copy_free_vars", "drop_below", "get_iter", "for_iter",
-    "if_not_equal", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
-    "load_deref", "load_fast", "load_global", "make_cell", "make_closure", "make_function",
-    "pop_top", "push_null", "null_under_top", "with_null", "null_before", "null_after", "resume", "return_value",
-    "store_attr", "store_deref", "store_fast", "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "to_bool",
-    "store_global", "store_subscr", "swap", "unpack_sequence", "loop_exit",
+    "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
+    "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
+    "drop_below", "for_iter", "forward_jump", "get_iter", "if_not_equal", "jump_backward",
+    "jump_forward", "load_attr", "load_closure", "load_const", "load_deref", "load_fast",
+    "load_global", "loop_exit", "make_cell", "make_closure", "make_function", "null_after",
+    "null_before", "null_under_top", "pop_top", "push_null", "resume", "return_value",
+    "store_attr", "store_deref", "store_fast", "store_global", "store_subscr", "swap", "to_bool",
+    "unpack_sequence", "with_null",
 ]
 
 #: Instructions of a code object's prologue that set up its frame (free variables copied from

@@ -97,7 +97,8 @@ NAMED_BINARY_OPS: dict[str, Callable] = {
         ("FLOOR_DIVIDE", operator.floordiv, operator.ifloordiv),
         ("MODULO", operator.mod, operator.imod), ("POWER", operator.pow, operator.ipow),
         ("MATRIX_MULTIPLY", operator.matmul, operator.imatmul),
-        ("LSHIFT", operator.lshift, operator.ilshift), ("RSHIFT", operator.rshift, operator.irshift),
+        ("LSHIFT", operator.lshift, operator.ilshift),
+        ("RSHIFT", operator.rshift, operator.irshift),
         ("AND", operator.and_, operator.iand), ("OR", operator.or_, operator.ior),
         ("XOR", operator.xor, operator.ixor)]
     for prefix, op in (("BINARY", plain), ("INPLACE", inplace))
@@ -1413,7 +1414,8 @@ class NestedFunctionVariable(VariableTracker):
         self.cells = cells
 
     def describe(self) -> str:
-        return f"function {compat.qualname(self.code)} made at {self.code.co_filename}:{self.code.co_firstlineno}"
+        return (f"function {compat.qualname(self.code)} made at "
+                f"{self.code.co_filename}:{self.code.co_firstlineno}")
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         from .inline import FunctionSpec, inline_call
@@ -1454,8 +1456,8 @@ def _rebuild_function(codegen, code: types.CodeType, cells: list, flags: int) ->
     if cells:
         for cell in cells:
             if not isinstance(cell, CellVariable) or cell.tx is not cell.tx.root():
-                raise Unsupported(f"cannot rebuild {compat.qualname(code)} (it closes over a variable "
-                                  "of an inlined function)")
+                raise Unsupported(f"cannot rebuild {compat.qualname(code)} (it closes over a "
+                                  "variable of an inlined function)")
             kind = FreeVar if cell.name in cell.tx.code.co_freevars else CellVar
             codegen.extend(ins.load_closure(kind(cell.name)))
         codegen.extend(ins.build_tuple(len(cells)))

@@ -356,7 +356,10 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     stack: return ``tail_call(*stack, *live_locals, resume_fn)`` for the resume function that
     continues at `target`."""
     target, pushed, live = continuation
-    stack_nulls = tuple(isinstance(vt, NullVariable) for vt in deep) + (False,) * pushed
+    # (`pushed`: how many values the instruction pushed, or which of the continuation's new
+    # slots are NULLs the resume function pushes itself: 3.12+ ``super().f``)
+    layout = pushed if isinstance(pushed, tuple) else (False,) * pushed
+    stack_nulls = tuple(isinstance(vt, NullVariable) for vt in deep) + layout
     live = tuple(name for name in live if name in exit.locals or name in exit.untouched_args)
     resume = resume_code(code, target, stack_nulls, live)
     if exit.plain_loop is not None:
@@ -460,7 +463,8 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
         gen.extend_located([copy])
         if merge and original.name == "PUSH_EXC_INFO":  # (..., lasti?, previous, exc)
             _emit_merge_traceback(gen, 2 if info.handlers[body.entry].push_lasti else None)
-        falls = original.name not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and \
+        falls = original.name not in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS",
+                                      "RERAISE") and \
             not original.is_uncond_jump()
         if falls and i + 1 not in members:
             if open_try is not None:

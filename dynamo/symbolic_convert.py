@@ -373,6 +373,7 @@ class InstructionTranslator:
                              continuations=[(index, 0, live)], untouched_args=untouched,
                              region=region, region_body=body)
         span = 1  # (how many of the frame's instructions `run` stands for)
+        pushed_layout = None  # (NULL slots the continuation's stack has that `run` did not push)
         if kind in ("before", "loop"):
             run: list[Instr] = []
             consumed = 0
@@ -384,6 +385,12 @@ class InstructionTranslator:
             # the one 3.12 and earlier make at the jump: two continuations)
             run = [Instr(inst.name, inst.arg), self.instructions[index + 1].copy()]
             consumed, span = 1, 2
+        elif inst.name == "LOAD_SUPER_ATTR" and inst.arg[0]:
+            # (3.12+ ``super().f``: run without the method bit, which would push a NULL; the
+            # resume function puts the NULL back itself, where the CALL after it expects one)
+            run = [Instr(inst.name, (False, *inst.arg[1:]))]
+            consumed = 3
+            pushed_layout = (False, True) if compat.NULL_AFTER_CALLABLE else (True, False)
         elif inst.name in _CONDITIONAL_JUMPS or inst.name == "UNARY_NOT":
             # (3.13's jumps and ``not`` read exact bools: the user's COMPARE_OP cast its result,
             # the graph's is a NumPy bool: cast it first)
@@ -404,7 +411,7 @@ class InstructionTranslator:
         for target, jumped in targets:
             pushed = consumed + sum(i.stack_effect(jump=jumped and i is run[-1]) for i in run)
             names = self.info.live_locals(target) | kept
-            continuations.append((target, pushed, tuple(sorted(names))))
+            continuations.append((target, pushed_layout or pushed, tuple(sorted(names))))
         return BreakExit(index=index, reason="", stack=list(self.stack), consumed=consumed,
                          run=run, locals=dict(self.locals), continuations=continuations,
                          untouched_args=untouched)
@@ -649,6 +656,12 @@ class InstructionTranslator:
         # 3.11's LOAD_METHOD; the translator never splits a method from its self)
         value = self.pop().var_getattr(self, compat.attr_name(inst))
         self.push_callable(value, compat.attr_is_method(inst))
+
+    def LOAD_SUPER_ATTR(self, inst: Instr) -> None:
+        """(3.12+) ``super().name``: not traced (zero-argument super() reads the frame), as the
+        call of ``super`` is not on 3.11: the trace stops here."""
+        raise Unsupported(f"call to {BuiltinVariable(super).describe()} with these arguments "
+                          "is not supported")
 
     def LOAD_METHOD(self, inst: Instr) -> None:
         obj = self.pop()
@@ -1187,6 +1200,7 @@ BREAKABLE = frozenset({
     "POP_JUMP_BACKWARD_IF_FALSE", "JUMP_IF_TRUE_OR_POP", "JUMP_IF_FALSE_OR_POP",
     # 3.12+
     "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1",
+    "LOAD_SUPER_ATTR",
     # 3.13
     "TO_BOOL", "CALL_KW", "CONVERT_VALUE", "FORMAT_SIMPLE", "FORMAT_WITH_SPEC",
     # 3.10

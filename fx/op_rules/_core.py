@@ -243,7 +243,10 @@ def _recorded_signature(fn: Any) -> inspect.Signature:
 
     module = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__name__", "")
-    for key in (f"{module}.{name}", f"numpy.{name}", f"numpy.linalg.{name}"):
+    keys = [f"{module}.{name}", f"numpy.{name}", f"numpy.linalg.{name}"]
+    if isinstance(getattr(fn, "__self__", None), np.ufunc):
+        keys = [f"ufunc.{name}"]
+    for key in keys:
         text = TEXT_SIGNATURES.get(key)
         if text is not None:
             namespace: dict[str, Any] = {}

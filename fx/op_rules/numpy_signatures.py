@@ -156,4 +156,10 @@ TEXT_SIGNATURES = {
     'numpy.vecmat': "(x1, x2, /, out=None, *, axes=<no value>, axis=<no value>, keepdims=False, casting='same_kind', order='K', dtype=None, subok=True, signature=None)",
     'numpy.where': '(condition, x=None, y=None, /)',
     'numpy.zeros': "(shape, dtype=None, order='C', *, device=None, like=None)",
+    # ufunc methods (a bound builtin: its __self__ is the ufunc)
+    'ufunc.accumulate': '(array, /, axis=0, dtype=None, out=None)',
+    'ufunc.reduce': '(array, /, axis=0, dtype=None, out=None, **kwargs)',
+    'ufunc.reduceat': '(array, /, indices, axis=0, dtype=None, out=None)',
+    'ufunc.outer': '(A, B, /, **kwargs)',
+    'ufunc.at': '(a, indices, b=None, /)',
 }

@@ -127,7 +127,9 @@ class TranslatorCounts:
             return
         if rec.compiled is not None:
             self.kinds["graph"] += 1
-            self.graphs.append(f"{getattr(rec.code, "co_qualname", rec.code.co_name)} ({os.path.basename(rec.code.co_filename)})")
+            # (3.10 codes have no co_qualname)
+            name = getattr(rec.code, "co_qualname", rec.code.co_name)
+            self.graphs.append(f"{name} ({os.path.basename(rec.code.co_filename)})")
         elif rec.reason and rec.reason.startswith("nothing to compile"):
             self.kinds["no_numpy_ops"] += 1
         elif rec.reason and rec.reason.startswith("internal error"):

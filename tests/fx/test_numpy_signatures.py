@@ -17,6 +17,8 @@ from fx.op_rules.numpy_signatures import TEXT_SIGNATURES
 
 def _function(key: str):
     module, name = key.rsplit(".", 1)
+    if module == "ufunc":
+        return getattr(np.add, name)
     return getattr(importlib.import_module(module), name, None)
 
 

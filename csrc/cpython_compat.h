@@ -66,6 +66,18 @@ typedef struct _PyInterpreterFrame npd_frame;
 typedef PyFrameObject npd_frame;
 #endif
 
+/* C stack kept free below a hooked frame before it runs in deep mode (eval_frame.c): at most
+ * this many bytes, and at most 1/NPD_STACK_MARGIN_DIVISOR of the thread's stack.  3.10 runs
+ * every Python call on the C stack, the compiler's own too (3.11+ inline them), so a compile
+ * deep in a recursion needs far more room there. */
+#if PY_VERSION_HEX >= 0x030B0000
+#define NPD_STACK_MARGIN ((size_t)1 << 20)
+#define NPD_STACK_MARGIN_DIVISOR 4
+#else
+#define NPD_STACK_MARGIN ((size_t)4 << 20)
+#define NPD_STACK_MARGIN_DIVISOR 2
+#endif
+
 /* ---- the PEP 523 slot ------------------------------------------------------------------ */
 
 static inline _PyFrameEvalFunction npd_get_eval_frame_func(void) {

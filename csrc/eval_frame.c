@@ -234,11 +234,11 @@ static PyObject *current_callback(void) {
 /* C stack.  While the hook is installed CPython 3.11+ cannot inline Python-to-Python calls, so
  * every call nests C frames (ours and the default evaluator's); a recursion that plain Python
  * runs in a flat C stack (sys.setrecursionlimit(100000)) would overflow it.  When less than
- * NPD_STACK_MARGIN (at most a quarter of the thread's stack) is left, the frame runs in "deep
+ * NPD_STACK_MARGIN (at most a part of the thread's stack) is left, the frame runs in "deep
  * mode": the hook is removed interpreter-wide until it returns, so the calls below it are
  * inlined again.  Other threads are not intercepted meanwhile (they run plain Python, which
  * is always correct). */
-#define NPD_STACK_MARGIN ((size_t)1 << 20)
+/* (NPD_STACK_MARGIN and NPD_STACK_MARGIN_DIVISOR: cpython_compat.h, per version) */
 
 /* C recursion budget (3.12+, see cpython_compat.h).  Every hooked Python call charges about
  * two units of it (3.12.1 has 1500 in all), plain Python's inlined calls none; so deep mode
@@ -255,7 +255,8 @@ static void stack_floor_init(void) {
         void *addr;
         size_t size;
         if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-            size_t margin = size / 4 < NPD_STACK_MARGIN ? size / 4 : NPD_STACK_MARGIN;
+            size_t part = size / NPD_STACK_MARGIN_DIVISOR;
+            size_t margin = part < NPD_STACK_MARGIN ? part : NPD_STACK_MARGIN;
             floor = (uintptr_t)addr + margin; /* the stack grows down towards addr */
         }
         pthread_attr_destroy(&attr);

@@ -99,6 +99,23 @@ class ClosureSource(Source):
 
 
 @dataclass(frozen=True)
+class ClosureCellSource(Source):
+    """The cell object itself of free variable number `index` (not its contents)."""
+
+    var_name: str
+    index: int
+
+    def guard_expr(self) -> str:
+        return f"___closure[{self.index}]"
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        codegen.extend(ins.load_closure(FreeVar(self.var_name)))
+
+    def name(self) -> str:
+        return f"cell C[{self.var_name!r}]"
+
+
+@dataclass(frozen=True)
 class GetItemSource(Source):
     base: Source
     index: object

@@ -33,7 +33,8 @@ from .region_body import exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
 from .resume import STACK_PREFIX, passed_cells, plain_loop_reason
 from .side_effects import SideEffects
-from .source import ClosureSource, GlobalSource, LocalSource, Source, guard_parameter
+from .source import (ClosureCellSource, ClosureSource, GlobalSource, LocalSource, Source,
+                     guard_parameter)
 from .variables import (
     BuiltinVariable,
     ConstantVariable,
@@ -584,6 +585,14 @@ class InstructionTranslator:
                 continue
             if self.frame.f_locals.get(name) is cell:
                 return LocalSource(name), lambda name=name: self.load_argument(name, is_cell=True)
+        # (a free variable's cell: a closure made in an outer function, or on 3.10 a resume
+        # function's cells, which arrive as its closure; a value stored to it in this trace,
+        # ``nonlocal x; x = 4``, is what the inlined function reads)
+        closure = self.frame.closure or ()
+        for index, name in enumerate(self.code.co_freevars):
+            if index < len(closure) and closure[index] is cell:
+                return (ClosureCellSource(name, index),
+                        lambda name=name: self.load_free_variable(name))
         return None
 
     def load_passed_cell(self, name: str) -> VariableTracker:

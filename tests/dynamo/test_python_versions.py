@@ -182,3 +182,27 @@ def test_not_of_a_graph_comparison_is_the_python_bool():
     # it answered False for the graph's numpy.bool_ False
     for x in (np.arange(3.0), np.arange(4.0)):
         assert dynamo.compile(not_of_a_graph_comparison)(x) is not_of_a_graph_comparison(x)
+
+
+def _nonlocal_then_inlined_closure():
+    scale = 3.0
+
+    def g(x):
+        nonlocal scale
+
+        def f(v):
+            return v * scale
+
+        y = f(x)
+        scale = 4.0  # stored in this trace: f, inlined after it, must read 4.0
+        return y + f(x)
+
+    return g
+
+
+def test_an_inlined_closure_reads_a_free_variable_stored_in_the_trace():
+    # (3.10: a resume function's cells are free variables, so every `x = ...` after a break
+    # in a function with a closure is this case; 3.11+ hit it with `nonlocal`)
+    x = np.array([1.0, 2.0])
+    expected = _nonlocal_then_inlined_closure()(x)
+    np.testing.assert_array_equal(dynamo.compile(_nonlocal_then_inlined_closure())(x), expected)

@@ -290,9 +290,18 @@ INDICES = [
 ]
 
 
+#: NumPy 2.2 (the newest for CPython 3.10) does not bounds-check an integer-array index along a
+#: dimension when the result is empty (``np.empty((2, 0))[[5]]`` is an empty (1, 0) array), and
+#: stores a one-element array into a single element; 2.3+ raise, as the rules do. (Under 2.2 the rule
+#: refuses, the graph breaks and NumPy runs: the results stay NumPy's.)
+NUMPY_22 = np.lib.NumpyVersion(np.__version__) < "2.3.0"
+
+
 @pytest.mark.parametrize("index", INDICES, ids=repr)
 def test_getitem_constant_indices(index):
     for shape in ((2, 3, 4), (3,), (), (0, 3), (2, 0)):
+        if NUMPY_22 and 0 in shape:
+            continue
         a = arr(np.int16, shape)
         check(operator.getitem, a, index)
         check_method(a, "__getitem__", index)
@@ -351,9 +360,12 @@ _index_entries = st.one_of(
 @given(st.lists(_index_entries, max_size=4).map(tuple),
        st.lists(st.integers(0, 3), max_size=4).map(tuple))
 def test_advanced_indexing_property(index, shape):
+    if NUMPY_22 and 0 in shape:
+        return
     check(operator.getitem, arr(np.float32, shape), index)
     check(operator.setitem, arr(np.float32, shape), index, 1.0)
-    check(operator.setitem, arr(np.int8, shape), index, arr(np.float64, (1,)))
+    if not NUMPY_22:
+        check(operator.setitem, arr(np.int8, shape), index, arr(np.float64, (1,)))
 
 
 SET_CASES = [

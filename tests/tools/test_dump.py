@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import linecache
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -36,7 +37,9 @@ def test_every_compiled_frame_gets_a_folder(tmp_path, capsys):
         np.testing.assert_array_equal(got, with_break(np.ones(3), np.ones(3)))
     folders = sorted(p.name for p in tmp_path.iterdir())
     assert folders[0] == "0000_with_break" or folders[0].endswith("_with_break"), folders
-    assert any("with_body_at_line" in name for name in folders), folders
+    # (3.10 compiles no with-body function: docs/python_versions.md)
+    assert sys.version_info < (3, 11) or any("with_body_at_line" in name
+                                             for name in folders), folders
     first = tmp_path / folders[0]
     assert {"graph.py", "bytecode.txt", "guards.py", "guards.txt", "frame.txt",
             "parts.txt"} <= {p.name for p in first.iterdir()}

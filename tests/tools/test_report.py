@@ -54,7 +54,8 @@ def test_the_report_has_every_part(tmp_path, capsys):
     assert "def forward(" in page  # the graph as code
     assert "NDARRAY_MATCH" in page  # the guards
     assert "fusion report" in page  # the C backend's fusion report
-    assert "with body at line" in page  # every frame, resume and body functions too
+    # every frame, resume and body functions too (3.10 compiles no with-body function)
+    assert sys.version_info < (3, 11) or "with body at line" in page
 
 
 def test_report_without_a_recording_uses_what_the_process_remembers(tmp_path, capsys):

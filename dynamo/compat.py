@@ -212,9 +212,30 @@ def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict,
     return handlers, depths, in_handler
 
 
+#: (3.10) id(code) -> (weak reference to it, the qualified name its MAKE_FUNCTION gave)
+_qualnames: dict[int, tuple[Any, str]] = {}
+
+
+def remember_qualname(code: types.CodeType, name: str) -> None:
+    """(3.10) The qualified name a MAKE_FUNCTION gave functions of `code` (3.10 code objects
+    have none of their own): `qualname` answers it, and functions rebuilt in generated code get
+    it back (``f.<locals>.<lambda>``, not ``<lambda>``)."""
+    if PY310 and isinstance(name, str):
+        import weakref
+
+        key = id(code)
+        ref = weakref.ref(code, lambda r, key=key: _qualnames.pop(key, None))
+        _qualnames[key] = (ref, name)
+
+
 def qualname(code: types.CodeType) -> str:
-    """``co_qualname`` (3.11+), or the plain name on 3.10, which has none."""
-    return getattr(code, "co_qualname", code.co_name)
+    """``co_qualname`` (3.11+); on 3.10, which has none, the name a MAKE_FUNCTION the translator
+    saw gave it (`remember_qualname`), else the plain name."""
+    found = getattr(code, "co_qualname", None)
+    if found is not None:
+        return found
+    hit = _qualnames.get(id(code))
+    return hit[1] if hit is not None and hit[0]() is code else code.co_name
 
 
 def is_benign_handler(instrs: list[Any], start: int) -> bool:

@@ -18,7 +18,8 @@ from typing import Any
 
 from bytecode import CellVar, Compare, FreeVar, Instr, Label
 
-from .compat import HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312, PY313
+from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312,
+                     PY313, qualname)
 
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
@@ -207,7 +208,7 @@ def make_function(code: Any, flags: int) -> list[Instr]:
             Instr("SET_FUNCTION_ATTRIBUTE", bit) for bit in (0x08, 0x04, 0x02, 0x01)
             if flags & bit]
     if PY310:  # (the qualified name is an operand)
-        return [Instr("LOAD_CONST", code), Instr("LOAD_CONST", code.co_name),
+        return [Instr("LOAD_CONST", code), Instr("LOAD_CONST", qualname(code)),
                 Instr("MAKE_FUNCTION", flags)]
     return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", flags)]
 

@@ -646,7 +646,8 @@ class InstructionTranslator:
             self.ip += 1
         code = self.pop().as_python_constant()
         if isinstance(code, str):  # (3.10: the qualified name is on top of the code)
-            code = self.pop().as_python_constant()
+            name, code = code, self.pop().as_python_constant()
+            compat.remember_qualname(code, name)
         closure = self.pop() if flags & 0x08 else None
         annotations = self.pop() if flags & 0x04 else None
         kwdefaults = self.pop() if flags & 0x02 else None

@@ -206,3 +206,16 @@ def test_an_inlined_closure_reads_a_free_variable_stored_in_the_trace():
     x = np.array([1.0, 2.0])
     expected = _nonlocal_then_inlined_closure()(x)
     np.testing.assert_array_equal(dynamo.compile(_nonlocal_then_inlined_closure())(x), expected)
+
+
+def _makes_a_lambda_across_a_break(x):
+    f = lambda v: v * 2  # noqa: E731
+    print(end="")
+    return f, f(x)
+
+
+def test_a_function_rebuilt_after_a_break_keeps_its_qualified_name():
+    # (3.10: MAKE_FUNCTION takes the qualified name as an operand; the rebuilt lambda was named
+    # '<lambda>', not '_makes_a_lambda_across_a_break.<locals>.<lambda>')
+    f, _ = dynamo.compile(_makes_a_lambda_across_a_break)(np.ones(2))
+    assert f.__qualname__ == _makes_a_lambda_across_a_break(np.ones(2))[0].__qualname__

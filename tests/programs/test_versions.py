@@ -68,8 +68,6 @@ _NO_TRY_BODIES = ("3.10 has no exception table: the body of a try/with statement
                   "compiled as a function of its own (the statement runs in plain Python, the "
                   "code before and after it is captured): fewer graphs, another reason text "
                   "(docs/python_versions.md)")
-_NO_QUALNAME = ("3.10 code objects have no co_qualname: the reason names the generator "
-                "function 'chunks', not 'generator_with_print.<locals>.chunks'")
 _OPEN_310 = ("OPEN (3.10): after the count_nonzero break the resume function's graph "
              "(n_out / x.size) is not captured on 3.10 (1 graph instead of 2); results are right")
 
@@ -81,7 +79,6 @@ KNOWN_DIFFERENCES: dict[tuple[str, str], str] = {
     ("3.10", "errstate_ratio[0-float64]"): _NO_TRY_BODIES,
     ("3.10", "solve_or_lstsq[0-float64]"): _NO_TRY_BODIES,
     ("3.10", "solve_or_lstsq[1-float64]"): _NO_TRY_BODIES,
-    ("3.10", "generator_with_print[0-float64]"): _NO_QUALNAME,
     ("3.10", "outlier_fraction[0-float64]"): _OPEN_310,
     ("3.10", "outlier_fraction[1-float32]"): _OPEN_310,
 }

@@ -27,8 +27,10 @@ from typing import Any
 from bytecode import Bytecode, CellVar, FreeVar, Instr
 
 __all__ = [
-    "PY", "PY310", "PY312", "PY313", "NULL_AFTER_CALLABLE", "decode", "offsets_to_indices",
-    "attr_name", "global_name", "loop_exit_skip", "qualname",
+    "PY", "PY310", "PY312", "PY313", "NULL_AFTER_CALLABLE", "HAS_PREFIX", "HAS_EXCEPTION_TABLE",
+    "CELLS_AS_ARGUMENTS", "decode", "offsets_to_indices", "attr_name", "attr_is_method",
+    "global_name", "global_pushes_null", "loop_exit_skip", "is_cell_load", "is_benign_handler",
+    "restoring_stores", "block_stack_handlers", "remember_qualname", "qualname",
 ]
 
 PY = sys.version_info[:2]

@@ -27,9 +27,9 @@ __all__ = [
     "drop_below", "for_iter", "forward_jump", "get_iter", "if_not_equal", "jump_backward",
     "jump_forward", "load_attr", "load_closure", "load_const", "load_deref", "load_fast",
     "load_global", "loop_exit", "make_cell", "make_closure", "make_function", "null_after",
-    "null_before", "null_under_top", "pop_top", "push_null", "resume", "return_value",
-    "store_attr", "store_deref", "store_fast", "store_global", "store_subscr", "swap", "to_bool",
-    "unpack_sequence", "with_null",
+    "null_before", "null_under_top", "pop_top", "push_null", "resume", "return_tagged_for",
+    "return_value", "store_attr", "store_deref", "store_fast", "store_global", "store_subscr",
+    "swap", "to_bool", "unpack_sequence", "with_null",
 ]
 
 #: Instructions of a code object's prologue that set up its frame (free variables copied from
@@ -315,6 +315,16 @@ def return_tagged(tag: int, below: int, location) -> list[Instr]:
     for instr in seq:
         instr.location = location
     return seq
+
+
+def return_tagged_for(item: Instr, tag: int, depth: int) -> list[Instr]:
+    """A body function's version of the user's return `item` (RETURN_VALUE, or 3.12+
+    RETURN_CONST, whose value is not on the stack) with `depth` values on the stack there:
+    return ``(tag, value)``, dropping the values under it."""
+    if item.name == "RETURN_CONST":
+        return ([Instr("LOAD_CONST", item.arg, location=item.location)]
+                + return_tagged(tag, depth, item.location))
+    return return_tagged(tag, depth - 1, item.location)
 
 
 def drop_below(n: int) -> list[Instr]:

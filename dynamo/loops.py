@@ -209,11 +209,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
                 # (RETURN, value) is built and returned right here, not by a jump to a shared
                 # epilogue: a loop nested in this one, planned later inside the body function,
                 # must see a return, not a jump out of it (which it would take for a `break`).
-                below = depth[i] - 1
-                if item.name == "RETURN_CONST":  # (3.12+: the value is not on the stack)
-                    body += [Instr("LOAD_CONST", item.arg, location=item.location)]
-                    below += 1
-                body += ins.return_tagged(RETURN, below, item.location)
+                body += ins.return_tagged_for(item, RETURN, depth[i])
                 continue
             if item.has_jump():
                 target = info.target(i)

@@ -254,11 +254,7 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
         item = info.instructions[i]
         if item.name in ("RETURN_VALUE", "RETURN_CONST"):
             # (RETURN, value), returned right here (see loops._body_code for why not shared)
-            below = depths[i] - 1
-            if item.name == "RETURN_CONST":  # (3.12+: the value is not on the stack)
-                body += [Instr("LOAD_CONST", item.arg, location=item.location)]
-                below += 1
-            body += ins.return_tagged(RETURN, below, item.location)
+            body += ins.return_tagged_for(item, RETURN, depths[i])
             previous = i
             continue
         copy = item.copy()

@@ -72,6 +72,10 @@ class CodeInfo:
     #: (3.10) Per instruction: inside an exception handler (before its POP_EXCEPT), which 3.10
     #: does not cover by a handler of its own (3.11+'s cleanup handlers do).
     in_handler: list[bool] | None = None
+    #: (3.10) POP_BLOCK index -> the TryBegin of the block it pops; per instruction, the number
+    #: of blocks on the frame's block stack
+    block_pops: dict[int, TryBegin] = field(default_factory=dict)
+    block_nesting: list[int] | None = None
     #: `compat.restoring_stores`: STORE_FASTs that may store NULL (3.12+ comprehensions)
     restores: frozenset[int] = frozenset()
 
@@ -96,8 +100,8 @@ class CodeInfo:
                 if entry.target in index_of:
                     info.handler_depth[index_of[entry.target]] = entry.depth + entry.lasti + 1
         else:
-            info.handlers, info.handler_depth, info.in_handler = compat.block_stack_handlers(
-                info.instructions, info.labels)
+            (info.handlers, info.handler_depth, info.in_handler, info.block_pops,
+             info.block_nesting) = compat.block_stack_handlers(info.instructions, info.labels)
         info._user_handlers()
         info.restores = compat.restoring_stores(info.instructions)
         return info

@@ -42,7 +42,7 @@ from .output_graph import GraphResult
 from .region_body import BodyPlan
 from .resume import mark_plain_loop, resume_code, super_receiver
 from .side_effects import SideEffects
-from .tracebacks import merge_body_traceback, relocate_graph_error
+from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
 from .variables.base import NullVariable, VariableTracker
 from .variables.containers import DictVariable, ListVariable
 
@@ -170,12 +170,39 @@ class Codegen:
         self.instructions.append(label)
 
     def label_raw(self, item: "TryBegin | TryEnd") -> None:
-        """An exception table pseudo-instruction (a try range opens or closes here). 3.10 has
-        no exception table: the user's try/with statements copied into generated code bring
-        their own SETUP_* and POP_BLOCK instructions, and the handlers npdynamo adds to move a
-        traceback's line (`graph_error_handler`, the loop and body drivers') are left out."""
+        """An exception table pseudo-instruction (a try range opens or closes here) of a user's
+        statement copied into generated code. 3.10 has no exception table: the copy brings its
+        own SETUP_* and POP_BLOCK instructions. (npdynamo's own handlers: `protect`.)"""
         if ins.HAS_EXCEPTION_TABLE:
             self.instructions.append(item)
+
+    def protect(self, handler: Label) -> "TryBegin | None":
+        """Until `unprotect`, an exception goes to `handler`, which starts with the exception
+        (and the frame's position) on the stack and must end with `fix_and_reraise`: an
+        exception table range (3.11+), or a SETUP_FINALLY block (3.10)."""
+        if ins.HAS_EXCEPTION_TABLE:
+            begin = TryBegin(handler, True)
+            self.instructions.append(begin)
+            return begin
+        self.extend(ins.setup_finally(handler))
+        return None
+
+    def unprotect(self, begin: "TryBegin | None") -> None:
+        if ins.HAS_EXCEPTION_TABLE:
+            self.instructions.append(TryEnd(begin))
+        else:
+            self.extend(ins.pop_block())
+
+    def fix_and_reraise(self, fix: Any) -> None:
+        """The body of a `protect` handler: `fix` (a `tracebacks` function) rewrites the
+        exception's traceback, and the exception is raised on from the statement that raised
+        (RERAISE adds no entry). On 3.10 the rewritten traceback also replaces the one on the
+        stack, which is what the next handler's ``sys.exc_info()`` gets."""
+        if ins.HAS_EXCEPTION_TABLE:
+            _emit_position_fix(self, fix, 1)
+            self.extend(ins.reraise(restore_position=True))
+        else:
+            self.extend(ins.reraise_with_traceback(traceback_after, fix))
 
     def load_graph_value(self, vt: VariableTracker) -> None:
         node = vt.node
@@ -196,24 +223,20 @@ class Codegen:
         self.graph_error = Label()
         self.pad_positions(node.meta.get("frame_position")
                            for node in self.result.graph_module.graph.nodes)
-        protected = TryBegin(self.graph_error, True)  # (the handler sets the frame's position)
-        self.label_raw(protected)
+        protected = self.protect(self.graph_error)
         self.extend(ins.with_null(ins.load_const(self.result.compiled_fn)))
         for source in self.result.input_sources:
             source.reconstruct(self)
         self.extend(ins.call(len(self.result.input_sources)))
-        self.label_raw(TryEnd(protected))
+        self.unprotect(protected)
         if not self.result.single_output:
             self.extend(ins.store_fast(GRAPH_OUT))
 
     def graph_error_handler(self) -> None:
         """The handler of `call_graph`, after the code (the exception on the stack): relocate
         its traceback entry (`relocate_graph_error`) and raise it on (RERAISE adds none)."""
-        if not ins.HAS_EXCEPTION_TABLE:
-            return
         self.label(self.graph_error)
-        _emit_position_fix(self, relocate_graph_error, 1)
-        self.extend(ins.reraise(restore_position=True))
+        self.fix_and_reraise(relocate_graph_error)
 
     def reconstruct(self, vt: VariableTracker) -> None:
         """Push `vt`. A container or function made in the frame is built once: where it is
@@ -449,7 +472,8 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             open_for = handler
             gen.label_raw(open_try)
         original = info.instructions[i]
-        merge = body is not None and i == body.handler
+        # (3.10: the body's call has a handler of its own that merges, `_emit_body_call`)
+        merge = body is not None and i == body.handler and ins.HAS_EXCEPTION_TABLE
         if merge and original.name != "PUSH_EXC_INFO":
             _emit_merge_traceback(gen, 1 if info.handlers[body.entry].push_lasti else None)
         copy = original.copy()
@@ -501,11 +525,19 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     for k in reversed(range(plan.stack_args)):
         gen.extend(ins.store_fast(f"{BODY_STACK}{k}"))
     gen.pad_positions(plan.body)
-    protected = TryBegin(label_of(plan.handler), own.push_lasti)
-    gen.label_raw(protected)  # (after the stores: the handler's depth is the block's base)
+    # (after the stores: the handler's depth is the block's base.) 3.11+: the call is inside
+    # the block's own exception table entry, and the statement's handler merges the traceback
+    # first. 3.10: the statement's SETUP_* has run; the call gets a block of its own whose
+    # handler merges and raises on into the statement's.
+    mend = Label()
+    if ins.HAS_EXCEPTION_TABLE:
+        protected = TryBegin(label_of(plan.handler), own.push_lasti)
+        gen.label_raw(protected)
+    else:
+        protected = gen.protect(mend)
     gen.extend(ins.null_before())
     for name in plan.closure_names:
-        gen.extend(ins.load_closure(FreeVar(name)))
+        gen.extend(ins.load_closure(CellVar(name) if name in code.co_cellvars else FreeVar(name)))
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.null_after())
     for k in range(plan.stack_args):
         gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
@@ -519,7 +551,10 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
         gen.extend(ins.load_closure(CellVar(name)))
     gen.extend(ins.call(plan.stack_args + len(plan.params) + len(plan.cell_args))
                + ins.store_fast(BODY_RESULT))
-    gen.label_raw(TryEnd(protected))
+    if ins.HAS_EXCEPTION_TABLE:
+        gen.label_raw(TryEnd(protected))
+    else:
+        gen.unprotect(protected)
 
     def item(*path: int) -> None:
         gen.extend(ins.load_fast(BODY_RESULT))
@@ -546,6 +581,9 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
         gen.extend(ins.delete_fast(BODY_RESULT) + ins.jump_forward(label_of(target)))
         gen.label(other)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
+    if not ins.HAS_EXCEPTION_TABLE:
+        gen.label(mend)
+        gen.fix_and_reraise(merge_body_traceback)
 
 
 def _emit_merge_traceback(gen: Codegen, lasti_below: int | None) -> None:
@@ -595,15 +633,14 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     # Python, not also the loop's line.
     mend = Label()
     gen.pad_positions(plan.body)
-    protected = TryBegin(mend, True)
-    gen.label_raw(protected)
+    protected = gen.protect(mend)
     gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
     if plan.iterates:
         gen.extend(ins.load_fast(ITEM))
     for name in plan.carried:
         gen.extend(ins.load_fast(name))
     gen.extend(ins.call(on_stack + len(plan.carried)) + ins.store_fast(LOOP_RESULT))
-    gen.label_raw(TryEnd(protected))
+    gen.unprotect(protected)
 
     def unpack(names: tuple[str, ...]) -> None:
         gen.extend(ins.load_fast(LOOP_RESULT) + ins.unpack_sequence(1 + len(names)) + ins.pop_top())
@@ -632,10 +669,8 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
         _call_resume(gen, code, target, names)
         gen.label(after)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
-    if ins.HAS_EXCEPTION_TABLE:
-        gen.label(mend)
-        _emit_merge_traceback(gen, 1)
-        gen.extend(ins.reraise(restore_position=True))
+    gen.label(mend)
+    gen.fix_and_reraise(merge_body_traceback)
     if plan.iterates:
         gen.label(done)
         gen.extend(ins.loop_exit())

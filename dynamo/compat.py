@@ -165,19 +165,24 @@ def restoring_stores(instrs: list[Any]) -> frozenset[int]:
 _SETUP_OPS = ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH")
 
 
-def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict, list]:
+def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict, list, dict,
+                                                                    list]:
     """(3.10) What the exception table says on 3.11+, from the block stack: per instruction,
     a `bytecode.TryBegin` standing for the innermost SETUP_* block around it (its handler
     is the SETUP's target) or None; each handler's stack depth when it starts; and whether the
     instruction runs inside an ``except``/``finally``/with-exit handler (between the handler's
-    start and its POP_EXCEPT, where 3.11 has a cleanup handler). Follows the control flow from
-    the first instruction, the block stack as state (the compiler gives every instruction one
-    block stack whatever the way there)."""
+    start and its POP_EXCEPT, where 3.11 has a cleanup handler). Also: POP_BLOCK index -> the
+    TryBegin of the block it pops; and per instruction, how many blocks are on the frame's
+    block stack (CPython allows 20). Follows the control flow from the first instruction, the
+    block stack as state (the compiler gives every instruction one block stack whatever the way
+    there)."""
     from bytecode import TryBegin
 
     n = len(instrs)
     handlers: list = [None] * n
     in_handler = [False] * n
+    nesting = [0] * n
+    pops: dict[int, Any] = {}
     depths: dict[int, int] = {}
     seen: dict[int, tuple] = {}
     begins: dict[int, TryBegin] = {}  # SETUP index -> its TryBegin
@@ -191,6 +196,7 @@ def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict,
         setups = [b for b in blocks if b != "except"]
         handlers[i] = begins[setups[-1]] if setups else None
         in_handler[i] = "except" in blocks
+        nesting[i] = len(blocks)
         after = blocks
         if inst.name in _SETUP_OPS:
             if i not in begins:
@@ -201,6 +207,8 @@ def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict,
             after = blocks + (i,)
         elif inst.name == "POP_BLOCK" and blocks:
             after = blocks[:-1]
+            if blocks[-1] in begins:
+                pops[i] = begins[blocks[-1]]
         elif inst.name == "POP_EXCEPT" and blocks:
             after = blocks[:-1]
         if inst.name in _SETUP_OPS:
@@ -211,7 +219,7 @@ def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict,
         if inst.name not in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE") and \
                 not inst.is_uncond_jump():
             work.append((i + 1, after, depth + inst.stack_effect(jump=False)))
-    return handlers, depths, in_handler
+    return handlers, depths, in_handler, pops, nesting
 
 
 #: (3.10) id(code) -> (weak reference to it, the qualified name its MAKE_FUNCTION gave)

@@ -24,12 +24,13 @@ from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, P
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
     "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
-    "drop_below", "for_iter", "forward_jump", "get_iter", "if_not_equal", "jump_backward",
-    "jump_forward", "load_attr", "load_closure", "load_const", "load_deref", "load_fast",
-    "load_global", "loop_exit", "make_cell", "make_closure", "make_function", "null_after",
-    "null_before", "null_under_top", "pop_top", "push_null", "resume", "return_tagged_for",
-    "return_value", "store_attr", "store_deref", "store_fast", "store_global", "store_subscr",
-    "swap", "to_bool", "unpack_sequence", "with_null",
+    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_not_equal",
+    "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const", "load_deref",
+    "load_fast", "load_global", "loop_exit", "make_cell", "make_closure", "make_function",
+    "null_after", "null_before", "null_under_top", "pop_block", "pop_top", "push_null",
+    "reraise_with_traceback", "resume", "return_tagged_for", "return_value", "setup_finally",
+    "store_attr", "store_deref", "store_fast", "store_global", "store_subscr", "swap", "to_bool",
+    "unpack_sequence", "with_null",
 ]
 
 #: Instructions of a code object's prologue that set up its frame (free variables copied from
@@ -306,6 +307,34 @@ def reraise(restore_position: bool = False) -> list[Instr]:
     `restore_position`, the frame's position is first set from the instruction index under the
     exception (what a handler with ``lasti`` pushed)."""
     return [Instr("RERAISE", 1 if restore_position else 0)]
+
+
+def handler_pushes(push_lasti: bool) -> int:
+    """How many values an exception handler starts with above its block's stack level: the
+    exception (3.11+; and the frame's position with `push_lasti`), or 3.10's previous and new
+    (traceback, value, type) triples."""
+    return 6 if PY310 else 1 + bool(push_lasti)
+
+
+def setup_finally(handler: Label) -> list[Instr]:
+    """(3.10) Push a block: an exception until its POP_BLOCK goes to `handler` (3.11+ spell
+    this as a `bytecode.TryBegin`, see `codegen.Codegen.protect`)."""
+    return [Instr("SETUP_FINALLY", handler)]
+
+
+def pop_block() -> list[Instr]:
+    return [Instr("POP_BLOCK")]
+
+
+def reraise_with_traceback(helper: Any, fix: Any) -> list[Instr]:
+    """(3.10) A handler pushed by `setup_finally`, at its start (the previous exception's and
+    the caught one's (traceback, value, type) on the stack): ``helper(fix, (traceback, value,
+    type))`` gives the (type, value, traceback) to raise on, adding no entry; the frame's
+    position goes back to the instruction that raised (RERAISE 1). Raised this way, the
+    traceback is also what ``sys.exc_info()`` gives the next handler."""
+    return [Instr("BUILD_TUPLE", 3), Instr("LOAD_CONST", helper), Instr("ROT_TWO"),
+            Instr("LOAD_CONST", fix), Instr("ROT_TWO"), Instr("CALL_FUNCTION", 2),
+            Instr("UNPACK_SEQUENCE", 3), Instr("RERAISE", 1)]
 
 
 def return_tagged(tag: int, below: int, location) -> list[Instr]:

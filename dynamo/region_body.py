@@ -37,7 +37,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from bytecode import CellVar, Instr, Label, TryBegin, TryEnd
+from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
@@ -81,10 +81,7 @@ _plans = _CodeMap()  # (by identity: see resume._CodeMap)
 def plan_region_body(code: types.CodeType, region: Region, depth: int, bound: frozenset[str],
                      never_swallows: bool) -> BodyPlan | None:
     """The (cached) body plan of `region`, entered with `depth` stack values and the locals
-    `bound` bound, or None. (None on 3.10: its block stack would have to be rebuilt around
-    the body function's code; the statement then runs in plain Python.)"""
-    if not compat.HAS_EXCEPTION_TABLE:
-        return None
+    `bound` bound, or None."""
     key = (region.start, depth, bound, never_swallows)
     per_code = _plans.setdefault(code, {})
     if key not in per_code:
@@ -99,18 +96,26 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
     info = code_info(code)
     start = region.start
     first = info.instructions[start]
-    kind = "with" if first.name == "BEFORE_WITH" else "try"
-    entry = start + 1 if kind == "with" else start
-    depth += kind == "with"  # (BEFORE_WITH: the manager becomes __exit__ and __enter__'s value)
+    kind = "with" if first.name in ("BEFORE_WITH", "SETUP_WITH") else "try"
+    # (3.10: the statement starts with the SETUP_* that pushes its block; the block ends at the
+    # POP_BLOCK that pops it, which stays in the statement: see `block_end`)
+    entry = start + 1 if kind == "with" or not compat.HAS_EXCEPTION_TABLE else start
+    depth += kind == "with"  # (the manager becomes __exit__, and __enter__'s value is pushed)
     if entry >= len(info.instructions):
         return None
     own = info.handlers[entry]
     if own is None:
         return None
+    if info.block_nesting is not None and info.block_nesting[entry] >= 20:
+        return None  # (3.10: the driver's own block would be the 21st, a fatal error)
     handler = info.labels[own.target]
     if handler not in info.handler_depth:
         return None
-    base = info.handler_depth[handler] - 1 - bool(own.push_lasti)
+    base = info.handler_depth[handler] - ins.handler_pushes(own.push_lasti)
+
+    def block_end(j: int) -> bool:
+        """(3.10) The POP_BLOCK that ends the block: a way out of it."""
+        return info.block_pops.get(j) is own
     if not 0 <= base <= depth or (kind == "with" and depth - base != 1):
         return None
     members_set = set(region.members)
@@ -147,7 +152,7 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
         for j, d in edges:
             if d < base or j >= len(info.instructions) or j <= start:
                 return None  # (below the block's stack, or a jump back: a loop around it)
-            if inner(info.handlers[j]):
+            if inner(info.handlers[j]) and not block_end(j):
                 if depths.setdefault(j, d) != d:
                     return None
                 if j not in seen:
@@ -191,12 +196,16 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
         # the bound locals on, read or not)
         names = tuple(sorted(must[j] & assigned))
         exit_list.append((j, d - base, names))
-    closure_names = tuple(code.co_freevars)
+    if compat.CELLS_AS_ARGUMENTS:
+        closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
+    else:  # (3.10 has no MAKE_CELL: the frame's cells come in the closure, as for loop bodies)
+        closure_names, cell_args = tuple(code.co_cellvars) + tuple(code.co_freevars), ()
     body = _body_code(code, kind, entry, members, depths, base, depth - base, params,
                       {j: k for k, (j, _, _) in enumerate(exit_list)},
-                      {j: (above, names) for j, above, names in exit_list}, own, closure_names)
+                      {j: (above, names) for j, above, names in exit_list}, own, closure_names,
+                      cell_args)
     return BodyPlan(body, entry, members, depth - base, params, tuple(exit_list),
-                    closure_names, tuple(code.co_cellvars), handler, assigned, kind)
+                    closure_names, cell_args, handler, assigned, kind)
 
 
 def _must_bound(info, members: frozenset[int], entry: int,
@@ -229,9 +238,9 @@ def _must_bound(info, members: frozenset[int], entry: int,
 
 
 def _body_code(code, kind, entry, members, depths, base, stack_args, params, exit_numbers,
-               exit_names, own, closure_names):
+               exit_names, own, closure_names, cell_args):
     info = code_info(code)
-    cellvars = list(code.co_cellvars)
+    cellvars = list(cell_args)
     original = compat.decode(code)
     labels = {i: Label() for i in members}
     epilogues: dict[int, Label] = {}
@@ -247,7 +256,8 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
             body.append(TryEnd(open_try))
             open_try = open_for = None
         body.append(labels[i])
-        if handler is not None and open_try is None:
+        if handler is not None and open_try is None and compat.HAS_EXCEPTION_TABLE:
+            # (3.10: the block's inner SETUP_* and POP_BLOCK instructions are copied instead)
             open_try = TryBegin(labels[info.labels[handler.target]], handler.push_lasti)
             open_for = handler
             body.append(open_try)
@@ -258,6 +268,8 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
             previous = i
             continue
         copy = item.copy()
+        if not compat.CELLS_AS_ARGUMENTS and isinstance(copy.arg, CellVar):
+            copy.arg = FreeVar(copy.arg.name)  # (3.10: a cell in the closure)
         if item.has_jump():
             target = info.target(i)
             if target in members:

@@ -346,7 +346,7 @@ class InstructionTranslator:
         returns true (never swallows an exception)? Known for ``np.errstate`` and
         ``warnings.catch_warnings`` made in the frame, and for an object of a Python class
         (its type is guarded) whose ``__exit__`` returns only None or False constants."""
-        if self.instructions[index].name != "BEFORE_WITH" or not self.stack:
+        if self.instructions[index].name not in ("BEFORE_WITH", "SETUP_WITH") or not self.stack:
             return False
         self.stack[-1] = realize(self.stack[-1])  # (what it is: guarded, as the answer needs)
         return exit_never_swallows(self.stack[-1], self)

@@ -19,9 +19,10 @@ import types
 
 from fx.graph_module import module_for as fx_module_for
 
+from . import compat
 from .resume import _CodeMap
 
-__all__ = ["relocate_graph_error", "merge_body_traceback"]
+__all__ = ["relocate_graph_error", "merge_body_traceback", "traceback_after"]
 
 
 def relocate_graph_error(exc: BaseException) -> int:
@@ -62,8 +63,7 @@ def merge_body_traceback(exc: BaseException) -> int:
     body = tb.tb_next if tb is not None else None
     if body is None:
         return -1
-    code = body.tb_frame.f_code
-    position = _position_at(code, body.tb_lasti // 2)
+    position = _position_of(body)
     try:
         body.tb_frame.clear()
     except RuntimeError:  # (still running: left as it is)
@@ -71,16 +71,36 @@ def merge_body_traceback(exc: BaseException) -> int:
     return _move_entry(exc, tb, body.tb_next, position)
 
 
+def traceback_after(fix, raised: tuple):
+    """(3.10, `instructions.reraise_with_traceback`) `raised` is a handler's (traceback, value,
+    type): ``fix(value)``, then what the handler raises on, (type, value, the traceback `fix`
+    gave the value). A 3.10 handler raises the traceback on its stack, not ``__traceback__``."""
+    tb, value, kind = raised
+    fix(value)
+    return kind, value, value.__traceback__
+
+
 def _move_entry(exc: BaseException, tb, rest, position) -> int:
     """Replace `exc`'s first traceback entry `tb` by one of the same frame at `position`
     followed by `rest`; the instruction index used, or -1 when no instruction of the frame's
-    code has that position (the entry keeps its place, only `rest` changes)."""
+    code has that position (the entry keeps its place, only `rest` changes). (3.10 has no
+    columns: an entry carries its own line number, and -1 is returned.)"""
+    if not compat.HAS_EXCEPTION_TABLE:
+        exc.__traceback__ = types.TracebackType(rest, tb.tb_frame, tb.tb_lasti, position[0])
+        return -1
     index = _pad_index(tb.tb_frame.f_code, position) if position is not None else None
     if index is None:
         exc.__traceback__ = types.TracebackType(rest, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
         return -1
     exc.__traceback__ = types.TracebackType(rest, tb.tb_frame, 2 * index, position[0])
     return index
+
+
+def _position_of(tb):
+    """The source position of traceback entry `tb` (3.10: its line only), or None."""
+    if not compat.HAS_EXCEPTION_TABLE:
+        return (tb.tb_lineno,) if tb.tb_lineno is not None else None
+    return _position_at(tb.tb_frame.f_code, tb.tb_lasti // 2)
 
 
 def _position_at(code: types.CodeType, index: int):

@@ -1184,9 +1184,6 @@ def raises_in_a_loop_body(x, log):
     return acc
 
 
-@pytest.mark.xfail(not compat.HAS_EXCEPTION_TABLE, strict=True, reason=(
-    "3.10: no exception table, so generated code adds no handler that merges the body "
-    "function's traceback entry with the loop's (one more entry, at the loop's line)"))
 def test_an_exception_from_a_loop_body_has_the_plain_traceback(capsys):
     def entries(fn):
         with pytest.raises(IndexError) as info:

@@ -593,9 +593,6 @@ _LIFETIME_PROGRAM = """
 """
 
 
-@pytest.mark.xfail(sys.version_info < (3, 11), strict=True, reason=(
-    "OPEN (3.10): a resume function gets the frame's cells in its closure; on the call that "
-    "compiles, the object deleted after the break is still referenced until the frame ends"))
 def test_del_after_a_graph_break_frees_the_object():
     """`del obj` after a graph break frees obj when nothing else holds it, as in plain Python:
     neither the tail call's arguments nor the intercepted frames' argument slots nor the
@@ -944,9 +941,6 @@ def divides_under_raise(x):
 ], ids=["linalg_error", "errstate_raise"])
 @pytest.mark.parametrize("backend", ["eager", "c"])
 def test_an_exception_inside_a_graph_shows_the_line_that_raised(fn, make, backend):
-    if sys.version_info < (3, 11) and fn is not divides_under_raise:
-        pytest.xfail("3.10: no handler moves the traceback entry to the statement that raised "
-                     "(no exception table; docs/python_versions.md)")
     # The frame's traceback entry had the line where tracing ended (the return), not the
     # statement whose NumPy call raised inside the graph.
     def entries(f):

@@ -10,6 +10,7 @@ warnings, and how many times exit handlers run; graph counts say the body was ca
 from __future__ import annotations
 
 import contextlib
+import sys
 import traceback
 import warnings
 
@@ -19,20 +20,16 @@ import pytest
 import dynamo
 from dynamo import compat, config
 
-#: Bodies are compiled as functions of their own (3.11+). On 3.10 (no exception table) the
-#: statement runs in plain Python, a known difference (docs/python_versions.md): the tests below
-#: still check every result, output and exception there, not the capture.
-BODIES = compat.HAS_EXCEPTION_TABLE
-NO_TRACEBACK_FIX = pytest.mark.xfail(not BODIES, strict=True, reason=(
-    "3.10: generated code has no handler that moves a traceback entry to the line that raised "
-    "(no exception table; docs/python_versions.md)"))
+#: 3.10 moves a traceback entry to the line that raised (its tb_lineno) but not the finished
+#: frame's own position: RERAISE can only put the frame back at the call that raised
+#: (docs/python_versions.md).
+FRAME_POSITION_STAYS_AT_THE_CALL = pytest.mark.xfail(compat.PY310, strict=True, reason=(
+    "3.10: a finished frame's f_lineno stays at the call of the graph or body function"))
 
 
 def assert_body_captured(fn, *args):
     """The statement's block ran as a body function (what these tests are about)."""
     reasons = dynamo.explain(fn)(*args).break_reasons
-    if not BODIES:
-        return
     assert any("its body as a function of its own" in r for r in reasons), reasons
 
 
@@ -47,9 +44,9 @@ def with_errstate(x):
 def test_errstate_body_is_captured_and_keeps_its_error_state(check, backend):
     x = np.array([0.0, 1.0, 2.0, 3.0])
     # eager runs it without a warning (check turns warnings into errors): so must compiled
-    check(with_errstate, x, graphs=3 if BODIES else None)
+    check(with_errstate, x, graphs=3)
     # before the with, its body, after it
-    assert not BODIES or any("log" in gm.code for gm in backend.graphs)
+    assert any("log" in gm.code for gm in backend.graphs)
 
 
 def test_without_the_option_the_body_runs_in_plain_python(check, backend):
@@ -98,8 +95,7 @@ def inverse_or_pinv(a, log):
 def test_try_body_raising_from_numpy_reaches_its_except_clause(check, a):
     check(inverse_or_pinv, a, [], graphs=None)
     out = dynamo.explain(inverse_or_pinv)(a, [])
-    assert not BODIES or any("try statement" in r and "its body" in r
-                             for r in out.break_reasons), \
+    assert any("try statement" in r and "its body" in r for r in out.break_reasons), \
         out.break_reasons
 
 
@@ -278,8 +274,6 @@ def test_a_warning_inside_a_try_body_is_raised_by_the_filter(check):
 
 def test_explain_names_the_body_function():
     out = dynamo.explain(with_errstate)(np.arange(1.0, 4.0))
-    if not BODIES:
-        return
     assert out.graph_count == 3
     assert any("with statement runs in plain Python" in r and "its body" in r
                for r in out.break_reasons), out.break_reasons
@@ -364,7 +358,6 @@ def inverse_or_none(a, log):
     return c
 
 
-@NO_TRACEBACK_FIX
 def test_an_interrupt_in_the_traceback_fix_leaves_no_exception_state(monkeypatch):
     # (the fix-up ran before PUSH_EXC_INFO, inside the cleanup range: an interrupt landing in
     # it made the cleanup's POP_EXCEPT pop the wrong slot, so sys.exc_info() kept the
@@ -435,7 +428,7 @@ def loop_body_raises(x, log):
     (graph_raises, lambda: (np.ones((2, 2)),)),
     (loop_body_raises, lambda: (np.ones(3), [])),
 ], ids=["graph", "loop_body"])
-@NO_TRACEBACK_FIX
+@FRAME_POSITION_STAYS_AT_THE_CALL
 def test_the_finished_frame_stands_at_the_line_that_raised(fn, args, capsys):
     # (tb_lineno was right but frame.f_lineno stayed where the graph or the body was called)
     def lines(f):
@@ -485,3 +478,25 @@ def test_a_local_the_block_may_assign_stays_bound_on_the_exception_way(check):
     # (an attempt to let the caller drop such locals during the call left them unbound on the
     # way from the handler to the code after the statement, which passes bound locals on)
     check(kept_local_on_the_exception_way, np.ones(2), np.ones(2), False, graphs=None)
+
+
+def handler_reads_exc_info(x):
+    y = x * 2.0
+    try:
+        print("inverting")  # (a break inside the body: the body function has two parts)
+        z = np.linalg.inv(y - y)
+    except np.linalg.LinAlgError:
+        tb = sys.exc_info()[2]
+        return [(f.name, f.lineno, f.line) for f in traceback.extract_tb(tb)
+                if f.filename == __file__]
+    return z
+
+
+def test_the_handler_sees_one_entry_in_sys_exc_info(capsys):
+    # (3.10 raises the traceback on a handler's stack, not the exception's __traceback__: the
+    # body's merged traceback must be on the stack too, or sys.exc_info() in the user's handler
+    # shows the call of the body function and the body's own entry)
+    x = np.ones((2, 2))
+    expected = handler_reads_exc_info(x)
+    assert [e[0] for e in expected] == ["handler_reads_exc_info"]
+    assert dynamo.compile(handler_reads_exc_info)(x) == expected

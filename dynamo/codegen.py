@@ -428,13 +428,6 @@ def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
     gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
 
 
-def _load_closure(gen: Codegen, code: types.CodeType) -> None:
-    for name in code.co_cellvars:
-        gen.extend(ins.load_closure(CellVar(name)))
-    for name in code.co_freevars:
-        gen.extend(ins.load_closure(FreeVar(name)))
-
-
 def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
                  body: BodyPlan | None = None) -> None:
     """The original instructions of a ``try``/``with`` statement, with their exception table
@@ -621,7 +614,8 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     on_stack = 1 if plan.iterates else 0  # the iterator
     if plan.iterates:
         gen.extend(ins.get_iter())
-    _load_closure(gen, code)
+    for name in plan.closure_names:
+        gen.extend(ins.load_closure(CellVar(name) if name in code.co_cellvars else FreeVar(name)))
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.store_fast(LOOP_BODY))
     gen.label(head)
     if plan.iterates:
@@ -639,7 +633,10 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
         gen.extend(ins.load_fast(ITEM))
     for name in plan.carried:
         gen.extend(ins.load_fast(name))
-    gen.extend(ins.call(on_stack + len(plan.carried)) + ins.store_fast(LOOP_RESULT))
+    for name in plan.cell_args:
+        gen.extend(ins.load_closure(CellVar(name)))
+    gen.extend(ins.call(on_stack + len(plan.carried) + len(plan.cell_args))
+               + ins.store_fast(LOOP_RESULT))
     gen.unprotect(protected)
 
     def unpack(names: tuple[str, ...]) -> None:

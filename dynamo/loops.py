@@ -63,6 +63,9 @@ class LoopPlan:
     closure_names: tuple[str, ...]
     #: a ``for`` loop (the driver iterates and passes each item first), or a ``while`` loop
     iterates: bool = True
+    #: the frame's cell variables whose cells are passed last on each call (3.11+, as for a
+    #: resume function: an emptied one reads as UnboundLocalError); 3.10: in the closure
+    cell_args: tuple[str, ...] = ()
 
 
 _plans = _CodeMap()  # (by identity: see resume._CodeMap)
@@ -152,17 +155,20 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
                 work.append((target, names, after))
     exit_list = tuple(sorted(((t, tuple(sorted(info.live_locals(t) - cells))) for t in exits),
                           key=lambda e: exits[e[0]]))
-    closure_names = tuple(code.co_cellvars) + tuple(code.co_freevars)
+    if compat.CELLS_AS_ARGUMENTS:
+        closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
+    else:  # (3.10 has no MAKE_CELL: the frame's cells come in the closure)
+        closure_names, cell_args = tuple(code.co_cellvars) + tuple(code.co_freevars), ()
     body = _body_code(code, header, first, back, carried,
                       {t: k for k, (t, _) in enumerate(exit_list)}, dict(exit_list), depth,
-                      closure_names, iterates)
+                      closure_names, cell_args, iterates)
     live_done = tuple(sorted(info.live_locals(done) - cells)) if iterates else ()
     return LoopPlan(body, carried, (done, live_done) if iterates else None, exit_list,
-                    closure_names, iterates)
+                    closure_names, iterates, cell_args)
 
 
 def _body_code(code, header, first, back, carried, exit_numbers, exit_live, depth, closure_names,
-               iterates):
+               cell_args, iterates):
     original = compat.decode(code)
     info = code_info(code)
     body: list = []
@@ -219,12 +225,16 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
                     body += ins.forward_jump(item, epilogue(kind))
                     continue
         item = item.copy()
-        if isinstance(item.arg, (CellVar, FreeVar)):
+        if isinstance(item.arg, CellVar) and not cell_args:
             item.arg = FreeVar(item.arg.name)
         body.append(item)
 
     line = info.instructions[header].lineno
-    prologue = ins.copy_free_vars(len(closure_names)) + ins.resume()
+    # (cells as in a resume function: see region_body._body_code)
+    prologue = ins.copy_free_vars(len(closure_names))
+    for name in cell_args:
+        prologue += ins.load_fast(name) + ins.make_cell(CellVar(name)) + ins.store_fast(name)
+    prologue += ins.resume()
     if iterates:
         prologue += ins.load_const(None)  # stands in for the iterator: same stack depths
         prologue += ins.load_fast(ITEM)
@@ -249,7 +259,8 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
         instr.lineno = line
 
     new_code = continuation_code(code, original, prologue + body + tail,
-                                 [ITEM, *carried] if iterates else list(carried), closure_names,
-                                 f"<loop body at line {line}>")
+                                 ([ITEM] if iterates else []) + list(carried) + list(cell_args),
+                                 closure_names, f"<loop body at line {line}>",
+                                 cellvars=tuple(cell_args))
     mark_loop_body(new_code)
     return new_code

@@ -48,6 +48,8 @@ __all__ = ["BodyPlan", "plan_region_body", "RETURN", "EXIT"]
 
 RETURN, EXIT = 0, 1
 _TERMINAL = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
+#: (3.10) instructions that pop or read the frame's innermost block
+_BLOCK_USERS = ("POP_BLOCK", "POP_EXCEPT", "RERAISE", "END_ASYNC_FOR")
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,14 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
     members = frozenset(depths)
     if not members <= members_set or handler not in members_set or members & set(exits):
         return None
+    if info.block_nesting is not None:
+        # (3.10) The body function starts with an empty block stack: whatever pops or reads a
+        # block in it must be under a block the body itself pushed (an empty ``try:`` body is
+        # just the POP_BLOCK of the statement's own block).
+        outer = info.block_nesting[entry]
+        if any(info.instructions[i].name in _BLOCK_USERS and info.block_nesting[i] <= outer
+               for i in members):
+            return None
     # One way in: nothing else in the statement jumps into the block.
     for i in members_set - members:
         if any(j in members and j != entry for j in info.successors(i)):

@@ -327,6 +327,28 @@ def test_empty_cell_after_a_break_is_an_unbound_local(check, fn):
     assert dynamo.explain(fn)(np.arange(3.0)).graph_count >= 1
 
 
+def reads_emptied_cell_in_a_loop_body(x, n):
+    a = np.sin(x)
+    def g():
+        return a
+    out = []
+    for i in range(n):
+        out.append(a + i)  # noqa: F821
+        graph_break()  # (the loop's body becomes a body function of its own)
+        if i == 1:
+            del a
+            out.append(a)  # noqa: F821  (UnboundLocalError, as in the frame itself)
+    return out, g
+
+
+def test_empty_cell_in_a_loop_body_is_an_unbound_local(check):
+    # (loop body functions got the frame's cells in their closure, as free variables: reading
+    # an emptied one raised NameError; they now get them as arguments, as resume functions do)
+    check(reads_emptied_cell_in_a_loop_body, np.arange(3.0), 3, graphs=None)
+    reasons = dynamo.explain(reads_emptied_cell_in_a_loop_body)(np.arange(3.0), 1).break_reasons
+    assert any("<loop body" in r for r in reasons) or not compat.CELLS_AS_ARGUMENTS, reasons
+
+
 def cell_in_traceback(x):
     a = x + 1
     def g():

@@ -10,7 +10,9 @@ warnings, and how many times exit handlers run; graph counts say the body was ca
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import sys
+import textwrap
 import traceback
 import warnings
 
@@ -500,3 +502,66 @@ def test_the_handler_sees_one_entry_in_sys_exc_info(capsys):
     expected = handler_reads_exc_info(x)
     assert [e[0] for e in expected] == ["handler_reads_exc_info"]
     assert dynamo.compile(handler_reads_exc_info)(x) == expected
+
+
+_BLOCK_SHAPES = '''
+    import numpy as np
+    import dynamo
+
+    def empty_try_finally():
+        try:
+            pass
+        finally:
+            1 / 0
+
+    def empty_try_except(x):
+        try:
+            pass
+        except ValueError:
+            x = x + 1
+        return x * 2.0
+
+    def empty_with(x):
+        with np.errstate(all="ignore"):
+            pass
+        return x - 1.0
+
+    def return_from_try(x):
+        y = np.sin(x)
+        try:
+            return y + 1.0
+        finally:
+            y = None
+
+    def except_inside_try(x):
+        try:
+            try:
+                y = np.log(x)
+            except ValueError:
+                raise
+            return y
+        finally:
+            x = None
+
+    def run(f, *args):
+        try:
+            return repr(f(*args))
+        except Exception as e:
+            return type(e).__name__
+
+    cases = [(empty_try_finally,), (empty_try_except, np.ones(2)), (empty_with, np.ones(2)),
+             (return_from_try, np.ones(2)), (except_inside_try, np.ones(2))]
+    for f, *args in cases:
+        print(f.__name__, run(f, *args) == run(dynamo.compile(f), *args) == run(f, *args))
+'''
+
+
+def test_block_shapes_run_as_in_python():
+    # (3.10: an empty ``try:`` body is only the POP_BLOCK of the statement's own block; made a
+    # body function, it popped a block its frame never had: "Fatal Python error:
+    # PyFrame_BlockPop: block stack underflow". CPython's test_exceptions found it.)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_BLOCK_SHAPES)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.split("\n")
+    assert [line.split()[-1] for line in lines if line] == ["True"] * 5, proc.stdout

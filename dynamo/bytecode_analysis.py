@@ -352,7 +352,47 @@ class CodeInfo:
         return live_in
 
 
-_cache: "weakref.WeakKeyDictionary[types.CodeType, CodeInfo]" = weakref.WeakKeyDictionary()
+class CodeMap:
+    """A map from code objects, by identity, that forgets a code object when it dies.
+
+    Not a WeakKeyDictionary: code objects compare equal by value (not by file), so there an
+    equal code object of another function shares the entry, and when the first one dies the
+    entry goes for both (a loop body then no longer counted as one, a resume function's origin
+    lost)."""
+
+    def __init__(self) -> None:
+        self._data: dict[int, tuple[weakref.ref, object]] = {}
+
+    def _forget(self, key: int, ref: weakref.ref) -> None:
+        found = self._data.get(key)
+        if found is not None and found[0] is ref:
+            del self._data[key]
+
+    def get(self, code: types.CodeType, default=None):
+        found = self._data.get(id(code))
+        return found[1] if found is not None and found[0]() is code else default
+
+    def __contains__(self, code: types.CodeType) -> bool:
+        found = self._data.get(id(code))
+        return found is not None and found[0]() is code
+
+    def __setitem__(self, code: types.CodeType, value) -> None:
+        key = id(code)
+        ref = weakref.ref(code, lambda r, key=key: self._forget(key, r))
+        self._data[key] = (ref, value)
+
+    def setdefault(self, code: types.CodeType, value):
+        if code not in self:
+            self[code] = value
+        return self.get(code)
+
+    def add(self, code: types.CodeType) -> None:
+        self[code] = True
+
+
+#: (by identity: on 3.10 two code objects that differ only in their line table compare equal,
+#: and a shared CodeInfo would give one the other's line numbers)
+_cache = CodeMap()
 
 
 def code_info(code: types.CodeType) -> CodeInfo:

@@ -34,9 +34,8 @@ from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
-from .bytecode_analysis import code_info
+from .bytecode_analysis import CodeMap, code_info
 from .resume import (
-    _CodeMap,
     continuation_code,
     mark_loop_body,
     place_label,
@@ -68,7 +67,7 @@ class LoopPlan:
     cell_args: tuple[str, ...] = ()
 
 
-_plans = _CodeMap()  # (by identity: see resume._CodeMap)
+_plans = CodeMap()  # (by identity: see bytecode_analysis.CodeMap)
 
 
 def plan_loop(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan | None:

@@ -41,8 +41,8 @@ from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
-from .bytecode_analysis import Region, code_info
-from .resume import STACK_PREFIX, _CodeMap, continuation_code, super_receiver
+from .bytecode_analysis import CodeMap, Region, code_info
+from .resume import STACK_PREFIX, continuation_code, super_receiver
 
 __all__ = ["BodyPlan", "plan_region_body", "RETURN", "EXIT"]
 
@@ -77,7 +77,7 @@ class BodyPlan:
     kind: str
 
 
-_plans = _CodeMap()  # (by identity: see resume._CodeMap)
+_plans = CodeMap()  # (by identity: see bytecode_analysis.CodeMap)
 
 
 def plan_region_body(code: types.CodeType, region: Region, depth: int, bound: frozenset[str],

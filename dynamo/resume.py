@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import dis
 import types
-import weakref
 from dataclasses import dataclass
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
@@ -44,6 +43,7 @@ from bytecode.flags import CompilerFlags
 
 from . import compat
 from . import instructions as ins
+from .bytecode_analysis import CodeMap
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
@@ -70,56 +70,18 @@ class ResumeCode:
     cell_args: tuple[str, ...] = ()
 
 
-class _CodeMap:
-    """A map from code objects, by identity, that forgets a code object when it dies.
-
-    Not a WeakKeyDictionary: code objects compare equal by value (not by file), so there an
-    equal code object of another function shares the entry, and when the first one dies the
-    entry goes for both (a loop body then no longer counted as one, a resume function's origin
-    lost)."""
-
-    def __init__(self) -> None:
-        self._data: dict[int, tuple[weakref.ref, object]] = {}
-
-    def _forget(self, key: int, ref: weakref.ref) -> None:
-        found = self._data.get(key)
-        if found is not None and found[0] is ref:
-            del self._data[key]
-
-    def get(self, code: types.CodeType, default=None):
-        found = self._data.get(id(code))
-        return found[1] if found is not None and found[0]() is code else default
-
-    def __contains__(self, code: types.CodeType) -> bool:
-        found = self._data.get(id(code))
-        return found is not None and found[0]() is code
-
-    def __setitem__(self, code: types.CodeType, value) -> None:
-        key = id(code)
-        ref = weakref.ref(code, lambda r, key=key: self._forget(key, r))
-        self._data[key] = (ref, value)
-
-    def setdefault(self, code: types.CodeType, value):
-        if code not in self:
-            self[code] = value
-        return self.get(code)
-
-    def add(self, code: types.CodeType) -> None:
-        self[code] = True
-
-
-_resume_codes = _CodeMap()
+_resume_codes = CodeMap()
 #: resume code -> (name, qualname) of the user's function it continues
-_origin = _CodeMap()
+_origin = CodeMap()
 
 
 #: resume code -> why it starts with a loop that runs in plain Python (not traced)
-_plain_loops = _CodeMap()
+_plain_loops = CodeMap()
 
 
 #: loop body functions and the resume functions made from them: their arguments change on every
 #: iteration, so they keep few versions (see convert_frame)
-_loop_lineage = _CodeMap()
+_loop_lineage = CodeMap()
 
 
 def mark_loop_body(code: types.CodeType) -> None:
@@ -160,7 +122,7 @@ def passed_cells(code: types.CodeType) -> frozenset[str]:
 
 
 #: resume and loop body code -> what `display_name` shows (``f.<resume at line 12>``)
-_labels = _CodeMap()
+_labels = CodeMap()
 
 
 def display_name(code: types.CodeType) -> str:

@@ -20,7 +20,7 @@ import types
 from fx.graph_module import module_for as fx_module_for
 
 from . import compat
-from .resume import _CodeMap
+from .bytecode_analysis import CodeMap
 
 __all__ = ["relocate_graph_error", "merge_body_traceback", "traceback_after"]
 
@@ -110,7 +110,7 @@ def _position_at(code: types.CodeType, index: int):
     return None
 
 
-_pads = _CodeMap()
+_pads = CodeMap()
 
 
 def _pad_index(code: types.CodeType, position) -> int | None:

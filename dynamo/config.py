@@ -224,7 +224,8 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "Instructions the translator simulates per frame before giving up (unrolled loops "
            "count).", env="DYNAMO_MAX_INSTRUCTIONS", parse_env=_env_int),
     Option("max_trace_seconds", 0.5, _positive_seconds,
-           "Seconds a frame may be traced (with what is inlined into it); past it, or past "
+           "CPU seconds (of the compiling thread) a frame may be traced, with what is inlined "
+           "into it; past them, or past "
            "max_instructions, a loop is not unrolled: it runs in Python, its body compiled as a "
            "function.", env="DYNAMO_MAX_TRACE_SECONDS", parse_env=_env_float),
     Option("capture_try_bodies", True, _bool,

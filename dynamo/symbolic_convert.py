@@ -183,7 +183,9 @@ class InstructionTranslator:
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None
         self.steps = 0
-        self.deadline = time.perf_counter() + config.max_trace_seconds
+        # (CPU time of this thread, not wall time: other processes' load does not change how
+        # far a loop is unrolled, so a frame's graphs do not depend on how busy the machine is)
+        self.deadline = time.thread_time() + config.max_trace_seconds
         #: changes to objects from outside the frame, replayed after the graph (root only)
         self.side_effects = SideEffects()
 
@@ -225,7 +227,7 @@ class InstructionTranslator:
         root = self.root()
         if self.total_steps() > config.max_instructions:
             what = f"more than {config.max_instructions} instructions (dynamo.config.max_instructions)"
-        elif time.perf_counter() > root.deadline:
+        elif time.thread_time() > root.deadline:
             what = f"more than {config.max_trace_seconds:g} s (dynamo.config.max_trace_seconds)"
         else:
             return

@@ -801,6 +801,21 @@ def test_the_tracing_time_budget_is_a_setting():
         assert config.max_trace_seconds == 2.5
 
 
+def test_the_tracing_time_budget_counts_cpu_time_not_the_machines_load(check, monkeypatch):
+    # (wall time made the graphs of cholesky, lu and seidel_2d depend on how busy the machine
+    # was: another process's load must not stop a loop from being unrolled)
+    import time
+
+    from dynamo import config, symbolic_convert
+
+    wall = iter(range(0, 10**9, 1000))  # a wall clock that jumps 1000 s at every reading
+    monkeypatch.setattr(symbolic_convert.time, "perf_counter", lambda: float(next(wall)))
+    monkeypatch.setattr(symbolic_convert.time, "monotonic", lambda: float(next(wall)))
+    with config.patch(max_trace_seconds=30.0):
+        check(running_sum, np.arange(1500.0), graphs=1)
+    assert time.thread_time() > 0  # (the clock the budget reads)
+
+
 def while_with_exits(x, n):
     i = 0
     acc = x * 0

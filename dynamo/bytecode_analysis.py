@@ -353,7 +353,9 @@ class CodeInfo:
 
 
 class CodeMap:
-    """A map from code objects, by identity, that forgets a code object when it dies.
+    """A map from code objects, by identity, that forgets a code object when it dies. (Also
+    cheap to ask: a WeakSet makes a weak reference for every ``in``, and hashing a code object
+    hashes its constants.)
 
     Not a WeakKeyDictionary: code objects compare equal by value (not by file), so there an
     equal code object of another function shares the entry, and when the first one dies the
@@ -388,6 +390,9 @@ class CodeMap:
 
     def add(self, code: types.CodeType) -> None:
         self[code] = True
+
+    def clear(self) -> None:
+        self._data.clear()
 
 
 #: (by identity: on 3.10 two code objects that differ only in their line table compare equal,

@@ -28,6 +28,7 @@ import fx as _fx
 from fx.graph_module import module_for as fx_module_for
 
 from . import _C, config, dump, html_report
+from .bytecode_analysis import CodeMap
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .logs import get_logger
 from .resume import display_name, in_loop_body
@@ -259,13 +260,14 @@ class ConvertFrame:
     fullgraph: bool = False
     #: ``dynamic=`` of `dynamo.compile` (see `dynamo.dynamic_shapes`)
     dynamic: bool | None = None
-    warned: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
+    warned: CodeMap = field(default_factory=CodeMap)
     #: Codes this callback failed to compile (internal or backend error): they run unmodified
-    #: for this callback only (another backend may still compile them) until `reset()`.
-    failed: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
+    #: for this callback only (another backend may still compile them) until `reset()`. (By
+    #: identity: asked on every call of such a code, see `CodeMap`.)
+    failed: CodeMap = field(default_factory=CodeMap)
     #: Codes this callback could not capture that are not marked SKIP because a fullgraph
     #: callback must still see them (`_fullgraph_codes`): they run unmodified for this callback.
-    uncapturable: "weakref.WeakSet[types.CodeType]" = field(default_factory=weakref.WeakSet)
+    uncapturable: CodeMap = field(default_factory=CodeMap)
 
     def __post_init__(self) -> None:
         with compile_lock:

@@ -122,6 +122,8 @@ class Codegen:
         self.built: dict[int, tuple[str, VariableTracker]] = {}
         #: source positions to pad the code with (`emit_pads`)
         self.pads: set[tuple] = set()
+        #: (3.10) the lines a handler may leave the frame at (`fix_and_reraise`)
+        self.pad_lines: set[int] = set()
 
     def append(self, instr: Instr) -> None:
         instr.lineno = self.lineno
@@ -133,12 +135,18 @@ class Codegen:
 
     def pad_positions(self, positions) -> None:
         """Source positions a traceback entry of this frame may be moved to (see `pads`); a
-        code object gives all of its own. (3.10 moves no entry: see `label_raw`.)"""
-        if not ins.HAS_EXCEPTION_TABLE:
-            return
+        code object gives all of its own. (3.10: only the lines, see `fix_and_reraise`.)"""
         if isinstance(positions, types.CodeType):
+            if not ins.HAS_EXCEPTION_TABLE:
+                self.pad_lines.update(line for _, _, line in positions.co_lines()
+                                      if line is not None)
+                return
             positions = positions.co_positions()
-        self.pads.update(p for p in positions if p is not None and p[0] is not None)
+        positions = [p for p in positions if p is not None and p[0] is not None]
+        if ins.HAS_EXCEPTION_TABLE:
+            self.pads.update(positions)
+        else:
+            self.pad_lines.update(p[0] for p in positions)
 
     def emit_pads(self) -> None:
         """After the code (never run): one NOP per position collected by `pad_positions`. A
@@ -201,8 +209,11 @@ class Codegen:
         if ins.HAS_EXCEPTION_TABLE:
             _emit_position_fix(self, fix, 1)
             self.extend(ins.reraise(restore_position=True))
-        else:
-            self.extend(ins.reraise_with_traceback(traceback_after, fix))
+            return
+        for item in ins.reraise_with_traceback(traceback_after, fix, sorted(self.pad_lines)):
+            if isinstance(item, Instr) and item.lineno is None:
+                item.lineno = self.lineno
+            self.instructions.append(item)
 
     def load_graph_value(self, vt: VariableTracker) -> None:
         node = vt.node

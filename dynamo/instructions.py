@@ -326,15 +326,25 @@ def pop_block() -> list[Instr]:
     return [Instr("POP_BLOCK")]
 
 
-def reraise_with_traceback(helper: Any, fix: Any) -> list[Instr]:
+def reraise_with_traceback(helper: Any, fix: Any, lines: list[int]) -> list[Any]:
     """(3.10) A handler pushed by `setup_finally`, at its start (the previous exception's and
     the caught one's (traceback, value, type) on the stack): ``helper(fix, (traceback, value,
-    type))`` gives the (type, value, traceback) to raise on, adding no entry; the frame's
-    position goes back to the instruction that raised (RERAISE 1). Raised this way, the
-    traceback is also what ``sys.exc_info()`` gives the next handler."""
-    return [Instr("BUILD_TUPLE", 3), Instr("LOAD_CONST", helper), Instr("ROT_TWO"),
-            Instr("LOAD_CONST", fix), Instr("ROT_TWO"), Instr("CALL_FUNCTION", 2),
-            Instr("UNPACK_SEQUENCE", 3), Instr("RERAISE", 1)]
+    type))`` gives (line, type, value, traceback) and the exception is raised on, adding no
+    entry. Raised this way, the traceback is also what ``sys.exc_info()`` gives the next
+    handler. The frame is left at `line`: 3.10 has no instruction-position pads, so there is
+    one RERAISE per line in `lines` (each at its line), chosen by comparing; any other line
+    leaves the frame at the instruction that raised (RERAISE 1)."""
+    seq: list[Any] = [Instr("BUILD_TUPLE", 3), Instr("LOAD_CONST", helper), Instr("ROT_TWO"),
+                      Instr("LOAD_CONST", fix), Instr("ROT_TWO"), Instr("CALL_FUNCTION", 2),
+                      Instr("UNPACK_SEQUENCE", 4)]                    # tb, value, type, line
+    at_line = [(line, Label()) for line in lines]
+    for line, label in at_line:
+        seq += [Instr("DUP_TOP"), Instr("LOAD_CONST", line), Instr("COMPARE_OP", Compare.EQ),
+                Instr("POP_JUMP_IF_TRUE", label)]
+    seq += [Instr("POP_TOP"), Instr("RERAISE", 1)]
+    for line, label in at_line:
+        seq += [label, Instr("POP_TOP", lineno=line), Instr("RERAISE", 0, lineno=line)]
+    return seq
 
 
 def return_tagged(tag: int, below: int, location) -> list[Instr]:

@@ -73,11 +73,13 @@ def merge_body_traceback(exc: BaseException) -> int:
 
 def traceback_after(fix, raised: tuple):
     """(3.10, `instructions.reraise_with_traceback`) `raised` is a handler's (traceback, value,
-    type): ``fix(value)``, then what the handler raises on, (type, value, the traceback `fix`
-    gave the value). A 3.10 handler raises the traceback on its stack, not ``__traceback__``."""
+    type): ``fix(value)``, then what the handler raises on, (line, type, value, the traceback
+    `fix` gave the value), `line` being the line its first entry (this frame's) now has. A 3.10
+    handler raises the traceback on its stack, not ``__traceback__``."""
     tb, value, kind = raised
     fix(value)
-    return kind, value, value.__traceback__
+    tb = value.__traceback__
+    return (tb.tb_lineno if tb is not None else None), kind, value, tb
 
 
 def _move_entry(exc: BaseException, tb, rest, position) -> int:

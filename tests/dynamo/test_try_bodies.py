@@ -20,14 +20,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import compat, config
-
-#: 3.10 moves a traceback entry to the line that raised (its tb_lineno) but not the finished
-#: frame's own position: RERAISE can only put the frame back at the call that raised
-#: (docs/python_versions.md).
-FRAME_POSITION_STAYS_AT_THE_CALL = pytest.mark.xfail(compat.PY310, strict=True, reason=(
-    "3.10: a finished frame's f_lineno stays at the call of the graph or body function"))
-
+from dynamo import config
 
 def assert_body_captured(fn, *args):
     """The statement's block ran as a body function (what these tests are about)."""
@@ -430,7 +423,6 @@ def loop_body_raises(x, log):
     (graph_raises, lambda: (np.ones((2, 2)),)),
     (loop_body_raises, lambda: (np.ones(3), [])),
 ], ids=["graph", "loop_body"])
-@FRAME_POSITION_STAYS_AT_THE_CALL
 def test_the_finished_frame_stands_at_the_line_that_raised(fn, args, capsys):
     # (tb_lineno was right but frame.f_lineno stayed where the graph or the body was called)
     def lines(f):

@@ -27,7 +27,11 @@
  *  - Recursion: 3.10 counts recursion_depth up to the limit, 3.11 counts recursion_remaining
  *    down; 3.12+ also keep a C budget (c_recursion_remaining) that every C-level entry into
  *    the evaluator charges: with a PEP 523 function installed Python-to-Python calls are not
- *    inlined, so each costs C budget (about 2 units per call on 3.12.1's 1500).
+ *    inlined, so each costs C budget (2 units per call, of 3.12.1's 1500): the hook lends
+ *    them back (npd_c_recursion_lend).
+ *  - The C stack: 3.10 nests C frames for every Python call (plain 3.10 dies with SIGSEGV
+ *    near 20,000 levels on 8 MiB); 3.11+ nest them only for calls from C or, while a PEP 523
+ *    function is installed, for every call.
  *  - sys.monitoring (3.12+) tools are not visible in c_tracefunc/c_profilefunc; they are the
  *    interpreter's global monitors plus each code object's local monitors.
  */
@@ -66,16 +70,42 @@ typedef struct _PyInterpreterFrame npd_frame;
 typedef PyFrameObject npd_frame;
 #endif
 
-/* C stack kept free below a hooked frame before it runs in deep mode (eval_frame.c): at most
- * this many bytes, and at most 1/NPD_STACK_MARGIN_DIVISOR of the thread's stack.  3.10 runs
- * every Python call on the C stack, the compiler's own too (3.11+ inline them), so a compile
- * deep in a recursion needs far more room there. */
+/* ---- the C stack (eval_frame.c: the stack check, deep mode) --------------------------------
+ *
+ * The hook compares its own stack address with the thread's real stack (pthread_getattr_np:
+ * `size` bytes, growing down) on every frame it sees, before anything else:
+ *  - less than npd_stack_hard_margin(size) left: the frame does not run, RecursionError is
+ *    raised (CPython 3.10/3.11 would overflow the C stack and die with SIGSEGV a little
+ *    further down; the margin leaves room for what a frame does in C between two calls);
+ *  - less than npd_stack_deep_margin(size) left: "deep mode", nothing is captured any more
+ *    below this frame.  3.11+ remove the hook until the frame returns (NPD_DEEP_REMOVES_HOOK):
+ *    CPython then inlines Python-to-Python calls again, so a recursion allowed by
+ *    sys.setrecursionlimit runs in a flat C stack as without npdynamo (the hard check then
+ *    only matters for tiny thread stacks).  3.10 never inlines: every Python call costs ~420
+ *    bytes of C stack, with or without a hook, and a captured one up to about twice that.
+ *    There the hook stays installed and passes every deep frame straight to the default
+ *    evaluator (a tail call: no C stack of its own), so the hard check still sees every call;
+ *    and capture stops early, once 1/NPD_STACK_CAPTURE_PART of the stack is used (1 MiB of 8:
+ *    a captured recursion as deep as the default limit fits): the depth plain 3.10 reaches
+ *    shrinks by under 10% (8%, 20,100 -> 18,400 levels, when every level is a cache hit
+ *    running a shadow frame; tests/test_c_versions.py), and a compile started in the captured
+ *    part has the rest of the stack to itself. */
+#define NPD_STACK_HARD_MARGIN ((size_t)256 << 10)
+static inline size_t npd_stack_hard_margin(size_t size) {
+    return size / 8 < NPD_STACK_HARD_MARGIN ? size / 8 : NPD_STACK_HARD_MARGIN;
+}
 #if PY_VERSION_HEX >= 0x030B0000
+#define NPD_DEEP_REMOVES_HOOK 1
 #define NPD_STACK_MARGIN ((size_t)1 << 20)
-#define NPD_STACK_MARGIN_DIVISOR 4
+static inline size_t npd_stack_deep_margin(size_t size) {
+    return size / 4 < NPD_STACK_MARGIN ? size / 4 : NPD_STACK_MARGIN;
+}
 #else
-#define NPD_STACK_MARGIN ((size_t)4 << 20)
-#define NPD_STACK_MARGIN_DIVISOR 2
+#define NPD_DEEP_REMOVES_HOOK 0
+#define NPD_STACK_CAPTURE_PART 8
+static inline size_t npd_stack_deep_margin(size_t size) {
+    return size - size / NPD_STACK_CAPTURE_PART;
+}
 #endif
 
 /* ---- the PEP 523 slot ------------------------------------------------------------------ */
@@ -129,8 +159,8 @@ static inline int npd_thread_is_traced(PyThreadState *ts, PyCodeObject *code) {
 #endif
 }
 
-/* How many more Python frames fit under the recursion limit.  3.12+: also the C budget
- * (two units per hooked call), whichever runs out first. */
+/* How many more Python frames fit under the recursion limit.  3.12+: also the C budget at
+ * two units per frame entered from C, whichever runs out first. */
 static inline int npd_recursion_remaining(PyThreadState *ts) {
 #if PY_VERSION_HEX >= 0x030C0000
     int c = ts->c_recursion_remaining / 2;
@@ -152,6 +182,38 @@ static inline int npd_c_recursion_low(PyThreadState *ts, int margin) {
     (void)ts;
     (void)margin;
     return 0;
+#endif
+}
+
+/* 3.12+: the hook runs every frame it sees through a C-level entry into the evaluator, which
+ * charges PY_EVAL_C_STACK_UNITS (2 on 3.12 and 3.13, Python/ceval.c; not in the headers) of
+ * the C recursion budget; plain Python inlines a Python-to-Python call and charges nothing.
+ * So a captured recursion ran out of budget at about 750 levels on 3.12.1's 1500 (and its
+ * compiles stopped at 350, where 3.11 compiles up to 575 under the default recursion limit).
+ * The hook therefore lends the frame back these units while it handles it: its calls cost the
+ * budget what plain Python's cost, and the C stack they use is guarded by the hook's own stack
+ * check (deep mode, RecursionError near the end), as on 3.11.  Balanced on every path. */
+#if PY_VERSION_HEX >= 0x030C0000
+#define NPD_EVAL_C_UNITS 2
+#else
+#define NPD_EVAL_C_UNITS 0
+#endif
+static inline void npd_c_recursion_lend(PyThreadState *ts, int units) {
+#if PY_VERSION_HEX >= 0x030C0000
+    ts->c_recursion_remaining += units;
+#else
+    (void)ts;
+    (void)units;
+#endif
+}
+
+/* The C recursion budget left (3.12+), or -1 (no separate budget before 3.12). */
+static inline int npd_c_recursion_left(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030C0000
+    return ts->c_recursion_remaining;
+#else
+    (void)ts;
+    return -1;
 #endif
 }
 
@@ -292,6 +354,19 @@ static inline PyObject *npd_frame_closure(npd_frame *f) {
 static inline int npd_frame_releasable(npd_frame *f) {
 #if PY_VERSION_HEX >= 0x030C0000
     return f->owner == FRAME_OWNED_BY_THREAD && f->frame_obj == NULL;
+#else
+    (void)f;
+    return 1;
+#endif
+}
+
+/* Whether the hook may refuse to run this frame (RecursionError, the frame never starts) as
+ * CPython's own recursion check at the evaluator's entry does: 3.10 every frame (the caller
+ * or the generator releases it, whatever the evaluator returns); 3.11+ a call's frame owned
+ * by the thread (a generator's is left to the evaluator), releasable on 3.12+. */
+static inline int npd_frame_refusable(npd_frame *f) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return f->owner == FRAME_OWNED_BY_THREAD && npd_frame_releasable(f);
 #else
     (void)f;
     return 1;

@@ -233,51 +233,100 @@ static PyObject *current_callback(void) {
 
 /* C stack.  While the hook is installed CPython 3.11+ cannot inline Python-to-Python calls, so
  * every call nests C frames (ours and the default evaluator's); a recursion that plain Python
- * runs in a flat C stack (sys.setrecursionlimit(100000)) would overflow it.  When less than
- * NPD_STACK_MARGIN (at most a part of the thread's stack) is left, the frame runs in "deep
- * mode": the hook is removed interpreter-wide until it returns, so the calls below it are
- * inlined again.  Other threads are not intercepted meanwhile (they run plain Python, which
- * is always correct). */
-/* (NPD_STACK_MARGIN and NPD_STACK_MARGIN_DIVISOR: cpython_compat.h, per version) */
+ * runs in a flat C stack (sys.setrecursionlimit(100000)) would overflow it.  3.10 nests C
+ * frames for every call anyway, and plain 3.10 itself dies near 20,000 levels on 8 MiB.  So
+ * the hook checks the real stack first on every frame (the thresholds per version and why:
+ * cpython_compat.h): near its end it raises RecursionError rather than run the frame; before
+ * that, in "deep mode", it captures nothing: on 3.11+ the hook is removed interpreter-wide
+ * until the frame returns, so the calls below it are inlined again (other threads are not
+ * intercepted meanwhile: they run plain Python, which is always correct); on 3.10 each frame
+ * goes straight to the default evaluator. */
 
-/* C recursion budget (3.12+, see cpython_compat.h).  Every hooked Python call charges about
- * two units of it (3.12.1 has 1500 in all), plain Python's inlined calls none; so deep mode
- * also starts when fewer than this many units are left, leaving the rest for what the frame
- * calls through C, as plain Python would. */
+/* C recursion budget (3.12+, see cpython_compat.h; 3.12.1 has 1500 units in all).  The hook
+ * lends back the units its own evaluator entries charge (eval_lent), so what is left is what
+ * plain Python would have; deep mode also starts when fewer than this many units are left, so
+ * the calls below (without the hook: inlined, free) leave the rest for C-level recursion. */
 #define NPD_C_RECURSION_MARGIN 600
 
-static _Thread_local uintptr_t tls_stack_floor = 0; /* 0: not measured yet; 1: unknown */
+/* This thread's thresholds: below tls_stack_deep deep mode, below tls_stack_hard
+ * RecursionError.  UINTPTR_MAX: not measured yet (every address is below: stack_check runs
+ * and measures); 0 (both): the stack is unknown, never deep. */
+static _Thread_local uintptr_t tls_stack_deep = UINTPTR_MAX;
+static _Thread_local uintptr_t tls_stack_hard = 0;
+static _Thread_local uintptr_t tls_stack_low = 0;  /* the stack's lowest address, 0 unknown */
+static _Thread_local size_t tls_stack_size = 0;
 
-static void stack_floor_init(void) {
-    uintptr_t floor = 1;
+static void stack_init(void) {
+    tls_stack_deep = tls_stack_hard = 0;
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
         size_t size;
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-            size_t part = size / NPD_STACK_MARGIN_DIVISOR;
-            size_t margin = part < NPD_STACK_MARGIN ? part : NPD_STACK_MARGIN;
-            floor = (uintptr_t)addr + margin; /* the stack grows down towards addr */
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size > 0) {
+            /* the stack grows down towards addr */
+            tls_stack_low = (uintptr_t)addr;
+            tls_stack_size = size;
+            tls_stack_hard = (uintptr_t)addr + npd_stack_hard_margin(size);
+            tls_stack_deep = (uintptr_t)addr + npd_stack_deep_margin(size);
         }
         pthread_attr_destroy(&attr);
     }
-    tls_stack_floor = floor;
-}
-
-static inline int stack_is_low(void) {
-    if (tls_stack_floor == 0) {
-        stack_floor_init();
-    }
-    return (uintptr_t)__builtin_frame_address(0) < tls_stack_floor;
 }
 
 static PyObject *run_deep(PyThreadState *ts, npd_frame *frame, int throw_flag) {
+#if NPD_DEEP_REMOVES_HOOK
     deep_runs++;
     update_installation();
     PyObject *result = npd_eval_default(ts, frame, throw_flag);
     deep_runs--;
     update_installation(); /* never raises: only swaps a function pointer */
     return result;
+#else
+    /* 3.10: the hook stays, so the stack check sees the calls below this frame. */
+    return npd_eval_default(ts, frame, throw_flag);
+#endif
+}
+
+/* The slow part of the stack check (out of line, so the hook's common path stays small and a
+ * deep 3.10 frame costs no C stack of ours: every call here and to here is a tail call).
+ * `sp` is below tls_stack_deep: measure the stack on a thread's first frame; else raise
+ * RecursionError near the end of the stack, or run the frame in deep mode. */
+static __attribute__((noinline)) PyObject *
+stack_check(PyThreadState *ts, npd_frame *frame, int throw_flag, uintptr_t sp);
+
+static __attribute__((noinline)) PyObject *
+npd_hook_capture(PyThreadState *ts, npd_frame *frame, int throw_flag);
+
+static PyObject *stack_check(PyThreadState *ts, npd_frame *frame, int throw_flag, uintptr_t sp) {
+    if (tls_stack_deep == UINTPTR_MAX) {
+        stack_init();
+        if (sp >= tls_stack_deep) {
+            return npd_hook_capture(ts, frame, throw_flag);
+        }
+    }
+    if (sp < tls_stack_hard && !throw_flag && npd_frame_refusable(frame)) {
+        /* As CPython's own recursion check: the frame never starts.  (A frame being thrown
+         * into, and on 3.11+ a generator's, is left to the evaluator.) */
+        PyErr_SetString(PyExc_RecursionError,
+                        "maximum recursion depth exceeded (the C stack is nearly exhausted)");
+        npd_frame_release(ts, frame);
+        return NULL;
+    }
+    return run_deep(ts, frame, throw_flag);
+}
+
+/* The default evaluator for a frame the hook lets run (not in deep mode), with the C
+ * recursion budget its entry charges lent back (3.12+, cpython_compat.h), as plain Python's
+ * inlined call would charge none. */
+static PyObject *eval_lent(PyThreadState *ts, npd_frame *frame, int throw_flag) {
+#if NPD_EVAL_C_UNITS
+    npd_c_recursion_lend(ts, NPD_EVAL_C_UNITS);
+    PyObject *result = npd_eval_default(ts, frame, throw_flag);
+    npd_c_recursion_lend(ts, -NPD_EVAL_C_UNITS);
+    return result;
+#else
+    return npd_eval_default(ts, frame, throw_flag);
+#endif
 }
 
 /* Walk the cache: evaluate each entry's guards -- a GuardSet (guards.c) straight on the slots,
@@ -287,9 +336,9 @@ static PyObject *run_deep(PyThreadState *ts, npd_frame *frame, int throw_flag) {
  * SystemExit) raised in a guard -- those belong to the user -- or a disagreement found by the
  * guard self-check mode.  A Python guard that raises an Exception is reported as unraisable
  * and counts as failed (a GuardSet fails quietly, as its Python text does).  Runs suspended. */
-static int cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs,
-                        PyObject *globals, PyObject *closure, PyObject *callback,
-                        PyObject **func_out) {
+static __attribute__((noinline)) int
+cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs, PyObject *globals,
+             PyObject *closure, PyObject *callback, PyObject **func_out) {
     /* Compile mode uses only the entries this callback compiled; run-only (False) uses all. */
     void *owner = callback == Py_False ? NULL : (void *)callback;
     if (extra->head == NULL) {
@@ -457,9 +506,9 @@ static void restore_record(Record *expected) {
 /* Cache miss in compile mode: ask the callback, under the compile lock.  Returns 1 with
  * *func_out set (run it), 0 (run the original frame), -1 (exception from the callback, the
  * lock or a bad answer). */
-static int compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra,
-                         PyObject **slots, Py_ssize_t nargs, PyObject *closure,
-                         PyObject **func_out) {
+static __attribute__((noinline)) int
+compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra, PyObject **slots,
+              Py_ssize_t nargs, PyObject *closure, PyObject **func_out) {
     PyCodeObject *code = npd_frame_code(frame);
     PyObject *lock = Py_XNewRef(compile_lock);
     if (lock != NULL) {
@@ -703,8 +752,13 @@ static PyObject *finish_tail_calls(PyObject *result) {
     return result;
 }
 
+/* What intercept() returns when the frame itself should run: the caller default-evaluates it
+ * after intercept's C frame is gone (3.10 nests the evaluator's frame below ours). */
+static PyObject npd_run_default_marker;
+#define NPD_RUN_DEFAULT (&npd_run_default_marker)
+
 /* A frame that passed the cheap filters: walk the cache, maybe compile, run the result.
- * Every path either default-evaluates the frame or releases it (npd_frame_release), once. */
+ * Every path releases the frame (npd_frame_release) once, or returns NPD_RUN_DEFAULT. */
 static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
                            PyObject *callback) {
     PyCodeObject *code = npd_frame_code(frame);
@@ -712,7 +766,7 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
     PyObject *argbuf[NPD_SMALL_ARGS];
     PyObject **slots = npd_frame_args(frame, nargs, argbuf, NPD_SMALL_ARGS);
     if (slots == NULL) {
-        return npd_eval_default(ts, frame, 0); /* 3.10, many cell arguments: never compiled */
+        return NPD_RUN_DEFAULT; /* 3.10, many cell arguments: never compiled */
     }
     PyObject *closure = npd_frame_closure(frame);
     if (closure == NULL && PyErr_Occurred()) {
@@ -758,7 +812,7 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
         return NULL; /* the exception propagates to the caller of the frame */
     }
     if (found == 0) {
-        return npd_eval_default(ts, frame, 0);
+        return NPD_RUN_DEFAULT;
     }
     /* The shadow call.  No PY_VECTORCALL_ARGUMENTS_OFFSET: slots[-1] belongs to the frame.
      * The capture scope stays, so frames called by the transformed code are intercepted; the
@@ -778,31 +832,42 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
     return finish_tail_calls(result);
 }
 
+/* The PEP 523 function.  Kept small: on 3.10 every Python call in the process runs through
+ * it, deep recursions included. */
 static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
     if (tls_release.func != NULL) {
         release_on_start(frame);
     }
-    if (stack_is_low() || npd_c_recursion_low(ts, NPD_C_RECURSION_MARGIN)) {
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (sp < tls_stack_deep) {
+        return stack_check(ts, frame, throw_flag, sp);
+    }
+    return npd_hook_capture(ts, frame, throw_flag);
+}
+
+/* Every frame with enough C stack left. */
+static PyObject *npd_hook_capture(PyThreadState *ts, npd_frame *frame, int throw_flag) {
+    if (npd_c_recursion_low(ts, NPD_C_RECURSION_MARGIN)) {
         return run_deep(ts, frame, throw_flag);
     }
     if (throw_flag || tls_suspended) {
-        return npd_eval_default(ts, frame, throw_flag);
+        return eval_lent(ts, frame, throw_flag);
     }
     PyCodeObject *code = npd_frame_code(frame);
     if ((code->co_flags & NPD_NEVER_FLAGS) || !(code->co_flags & CO_OPTIMIZED) ||
         !npd_frame_is_function(frame) || !npd_frame_releasable(frame)) {
-        return npd_eval_default(ts, frame, throw_flag);
+        return eval_lent(ts, frame, throw_flag);
     }
     /* Debuggers, coverage and profilers see the program as written: while a trace or
      * profile function is set on this thread, or (3.12+) a sys.monitoring tool listens to
      * this code, frames run their original bytecode (no guard, no compile, no cached
      * version), so every line and call event is the plain one. */
     if (npd_thread_is_traced(ts, code) || npd_recursion_remaining(ts) < NPD_RUN_HEADROOM) {
-        return npd_eval_default(ts, frame, throw_flag);
+        return eval_lent(ts, frame, throw_flag);
     }
     npd_extra *extra = npd_extra_get(code);
     if (extra != NULL && extra->state == NPD_SKIP) {
-        return npd_eval_default(ts, frame, throw_flag);
+        return eval_lent(ts, frame, throw_flag);
     }
     Record *record = effective_record(ts);
     if (record == NULL || record->callback == NULL ||
@@ -811,12 +876,15 @@ static PyObject *npd_hook(PyThreadState *ts, npd_frame *frame, int throw_flag) {
         /* Off in this context; or run-only with nothing cached; or modules are being torn
          * down (guards and the compiler would see half-dead state). */
         Py_XDECREF(record);
-        return npd_eval_default(ts, frame, throw_flag);
+        return eval_lent(ts, frame, throw_flag);
     }
     PyObject *callback = Py_NewRef(record->callback);
     Py_DECREF(record);
     PyObject *result = intercept(ts, frame, extra, callback);
     Py_DECREF(callback);
+    if (result == NPD_RUN_DEFAULT) {
+        return eval_lent(ts, frame, 0); /* throw_flag is 0 here */
+    }
     return result;
 }
 
@@ -1284,6 +1352,21 @@ static PyObject *hook_state(PyObject *module, PyObject *unused) {
                          "active_scopes", active_scopes, "deep_runs", deep_runs);
 }
 
+static PyObject *stack_info(PyObject *module, PyObject *unused) {
+    uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+    if (tls_stack_deep == UINTPTR_MAX) {
+        stack_init();
+    }
+    if (tls_stack_low == 0) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("{s:n,s:n,s:n,s:n,s:i}", "size", (Py_ssize_t)tls_stack_size,
+                         "left", (Py_ssize_t)(sp - tls_stack_low),
+                         "deep_margin", (Py_ssize_t)(tls_stack_deep - tls_stack_low),
+                         "hard_margin", (Py_ssize_t)(tls_stack_hard - tls_stack_low),
+                         "c_recursion_left", npd_c_recursion_left(PyThreadState_Get()));
+}
+
 static PyObject *set_compile_lock(PyObject *module, PyObject *lock) {
     if (lock != Py_None && (!PyObject_HasAttrString(lock, "acquire") ||
                             !PyObject_HasAttrString(lock, "release"))) {
@@ -1351,6 +1434,10 @@ static PyMethodDef module_methods[] = {
                "guards and the compile callback)")},
     {"hook_state", hook_state, METH_NOARGS,
      PyDoc_STR("hook_state() -> {'installed', 'active_scopes', 'deep_runs'} (for tests)")},
+    {"stack_info", stack_info, METH_NOARGS,
+     PyDoc_STR("stack_info() -> {'size', 'left', 'deep_margin', 'hard_margin'} in bytes: this "
+               "thread's C stack and the hook's thresholds, and 'c_recursion_left' (3.12+, "
+               "else -1); None if the stack is unknown (for tests)")},
     {"set_compile_lock", set_compile_lock, METH_O,
      PyDoc_STR("set_compile_lock(lock) -> previous: held by the hook around the compile "
                "callback and the insertion of its entry (None: no lock)")},

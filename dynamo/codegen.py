@@ -433,10 +433,14 @@ def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
     """Push the frame's cells (the resume function's last arguments), then the function."""
     for name in resume.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    for name in resume.closure_names:  # (3.10: the frame's cell variables too)
-        kind = CellVar if name in code.co_cellvars else FreeVar
-        gen.extend(ins.load_closure(kind(name)))
+    _load_closure(gen, code, resume.closure_names)  # (3.10: the frame's cell variables too)
     gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
+
+
+def _load_closure(gen: Codegen, code: types.CodeType, names: tuple[str, ...]) -> None:
+    """Push the cells of `code`'s frame named `names` (a continuation's closure)."""
+    for name in names:
+        gen.extend(ins.load_closure(CellVar(name) if name in code.co_cellvars else FreeVar(name)))
 
 
 def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
@@ -540,8 +544,7 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     else:
         protected = gen.protect(mend)
     gen.extend(ins.null_before())
-    for name in plan.closure_names:
-        gen.extend(ins.load_closure(CellVar(name) if name in code.co_cellvars else FreeVar(name)))
+    _load_closure(gen, code, plan.closure_names)
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.null_after())
     for k in range(plan.stack_args):
         gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
@@ -625,8 +628,7 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     on_stack = 1 if plan.iterates else 0  # the iterator
     if plan.iterates:
         gen.extend(ins.get_iter())
-    for name in plan.closure_names:
-        gen.extend(ins.load_closure(CellVar(name) if name in code.co_cellvars else FreeVar(name)))
+    _load_closure(gen, code, plan.closure_names)
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.store_fast(LOOP_BODY))
     gen.label(head)
     if plan.iterates:

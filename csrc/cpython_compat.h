@@ -297,6 +297,48 @@ static inline PyObject **npd_frame_args(npd_frame *f, Py_ssize_t nargs, PyObject
 #endif
 }
 
+/* 3.10: a continuation function (resume, loop or try/with body; dynamo/resume.py) receives the
+ * original frame's cells as arguments named like its own cell variables.  3.11+ make each the
+ * variable's cell with MAKE_CELL in the continuation's prologue; 3.10 has no MAKE_CELL, and its
+ * frame start has already put each such argument into a new cell (co_cell2arg).  Called first
+ * thing in the running frame (`_C.adopt_cells()`): each of those slots gets the argument -- the
+ * original cell -- instead, so the continuation shares the frame's cells (an emptied one reads
+ * as UnboundLocalError, a closure made later sees later writes).  0, or -1 with an exception
+ * (no Python frame, or an argument that is not a cell: not a continuation's prologue).
+ * 3.11+: nothing to do. */
+static inline int npd_adopt_passed_cells(void) {
+#if PY_VERSION_HEX < 0x030B0000
+    PyFrameObject *f = PyEval_GetFrame();
+    if (f == NULL) {
+        PyErr_SetString(PyExc_SystemError, "adopt_cells() needs a running Python frame");
+        return -1;
+    }
+    PyCodeObject *co = f->f_code;
+    if (co->co_cell2arg == NULL) {
+        return 0;
+    }
+    Py_ssize_t ncells = PyTuple_GET_SIZE(co->co_cellvars);
+    for (Py_ssize_t i = 0; i < ncells; i++) {
+        if (co->co_cell2arg[i] == CO_CELL_NOT_AN_ARG) {
+            continue;
+        }
+        PyObject **slot = &f->f_localsplus[co->co_nlocals + i];
+        PyObject *made = *slot;
+        PyObject *passed = made != NULL && PyCell_Check(made) ? PyCell_GET(made) : NULL;
+        if (passed == NULL || !PyCell_Check(passed)) {
+            PyErr_Format(PyExc_SystemError,
+                         "adopt_cells(): the argument %R of %U is not a cell",
+                         PyTuple_GET_ITEM(co->co_cellvars, i), co->co_name);
+            return -1;
+        }
+        Py_INCREF(passed);
+        *slot = passed;
+        Py_DECREF(made);
+    }
+#endif
+    return 0;
+}
+
 /* Drop the frame's own references to its `nargs` argument values (the frame that replaces it
  * holds its own).  Only for a frame that will never be evaluated. */
 static inline void npd_frame_drop_args(npd_frame *f, Py_ssize_t nargs) {

@@ -1352,6 +1352,13 @@ static PyObject *hook_state(PyObject *module, PyObject *unused) {
                          "active_scopes", active_scopes, "deep_runs", deep_runs);
 }
 
+static PyObject *adopt_cells(PyObject *module, PyObject *unused) {
+    if (npd_adopt_passed_cells() < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *stack_info(PyObject *module, PyObject *unused) {
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
     if (tls_stack_deep == UINTPTR_MAX) {
@@ -1434,6 +1441,10 @@ static PyMethodDef module_methods[] = {
                "guards and the compile callback)")},
     {"hook_state", hook_state, METH_NOARGS,
      PyDoc_STR("hook_state() -> {'installed', 'active_scopes', 'deep_runs'} (for tests)")},
+    {"adopt_cells", adopt_cells, METH_NOARGS,
+     PyDoc_STR("adopt_cells(): (3.10) in a continuation's prologue, make each cell variable "
+               "whose argument is a cell of the original frame that very cell "
+               "(cpython_compat.h); does nothing on 3.11+")},
     {"stack_info", stack_info, METH_NOARGS,
      PyDoc_STR("stack_info() -> {'size', 'left', 'deep_margin', 'hard_margin'} in bytes: this "
                "thread's C stack and the hook's thresholds, and 'c_recursion_left' (3.12+, "

@@ -40,7 +40,7 @@ from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
 from .region_body import BodyPlan
-from .resume import mark_plain_loop, resume_code, super_receiver
+from .resume import mark_plain_loop, prologue_length, resume_code, super_receiver
 from .side_effects import SideEffects
 from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
 from .variables.base import NullVariable, VariableTracker
@@ -690,12 +690,10 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
 
 def _assemble(code: types.CodeType, body: list) -> types.CodeType:
     original = compat.decode(code)
-    # The prologue up to RESUME sets the frame up (a resume function's also installs the cells
-    # it receives: see resume.py).
+    # The prologue sets the frame up (a continuation's also installs the cells it receives:
+    # `resume.prologue_length`).
     instrs = [i for i in original if isinstance(i, Instr)]
-    names = [i.name for i in instrs]
-    prefix = instrs[:names.index("RESUME") + 1] if "RESUME" in names else [
-        i for i in instrs if i.name in ins.PREFIX_OPS]
+    prefix = instrs[:prologue_length(instrs)]
     nargs = len(argument_names(code))
     bc = original
     bc.clear()

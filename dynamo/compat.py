@@ -28,7 +28,7 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr
 
 __all__ = [
     "PY", "PY310", "PY312", "PY313", "NULL_AFTER_CALLABLE", "HAS_PREFIX", "HAS_EXCEPTION_TABLE",
-    "CELLS_AS_ARGUMENTS", "decode", "offsets_to_indices", "attr_name", "attr_is_method",
+    "decode", "offsets_to_indices", "attr_name", "attr_is_method",
     "global_name", "global_pushes_null", "loop_exit_skip", "is_cell_load", "is_benign_handler",
     "restoring_stores", "block_stack_handlers", "remember_qualname", "qualname",
 ]
@@ -48,9 +48,6 @@ HAS_PREFIX = PY >= (3, 11)
 #: 3.11+ code has an exception table (`bytecode` TryBegin/TryEnd); 3.10 a block stack
 #: (SETUP_FINALLY / SETUP_WITH ... POP_BLOCK, POP_EXCEPT), see `block_stack_handlers`.
 HAS_EXCEPTION_TABLE = PY >= (3, 11)
-#: A resume function receives the frame's cells as arguments and its prologue makes them its
-#: cell variables (MAKE_CELL, 3.11+); on 3.10 they come as free variables of its closure.
-CELLS_AS_ARGUMENTS = PY >= (3, 11)
 
 #: 3.13 superinstructions: name -> the two instructions it stands for.
 _SPLIT = {

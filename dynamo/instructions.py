@@ -24,7 +24,7 @@ from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, P
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
     "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
-    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_not_equal",
+    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_not_equal", "install_cells",
     "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const", "load_deref",
     "load_fast", "load_global", "loop_exit", "make_cell", "make_closure", "make_function",
     "null_after", "null_before", "null_under_top", "pop_block", "pop_top", "push_null",
@@ -162,6 +162,26 @@ def make_cell(var: CellVar) -> list[Instr]:
 
 def resume() -> list[Instr]:
     return [Instr("RESUME", 0)] if HAS_PREFIX else []
+
+
+def install_cells(names: list[str] | tuple[str, ...]) -> list[Instr]:
+    """The start of a continuation (resume, loop or try/with body function) that receives the
+    original frame's cells as the arguments `names`, named like its own cell variables: each
+    becomes that variable's cell (see `resume.passed_cells`). 3.11+: MAKE_CELL wraps the
+    argument in a new cell, and the store puts the argument itself back into the slot (the
+    MAKE_CELL that ran makes f_locals read it as a cell). 3.10 (no MAKE_CELL) has already put
+    each such argument into a new cell when the frame started: ``_C.adopt_cells()`` swaps it
+    for the argument."""
+    if not names:
+        return []
+    if PY310:
+        from . import _C
+
+        return [Instr("LOAD_CONST", _C.adopt_cells), Instr("CALL_FUNCTION", 0), Instr("POP_TOP")]
+    seq: list[Instr] = []
+    for name in names:
+        seq += load_fast(name) + make_cell(CellVar(name)) + store_fast(name)
+    return seq
 
 
 def load_deref(var: CellVar | FreeVar) -> list[Instr]:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
@@ -62,8 +62,8 @@ class LoopPlan:
     closure_names: tuple[str, ...]
     #: a ``for`` loop (the driver iterates and passes each item first), or a ``while`` loop
     iterates: bool = True
-    #: the frame's cell variables whose cells are passed last on each call (3.11+, as for a
-    #: resume function: an emptied one reads as UnboundLocalError); 3.10: in the closure
+    #: the frame's cell variables, whose cells are passed last on each call (as to a resume
+    #: function: an emptied one reads as UnboundLocalError)
     cell_args: tuple[str, ...] = ()
 
 
@@ -154,10 +154,7 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
                 work.append((target, names, after))
     exit_list = tuple(sorted(((t, tuple(sorted(info.live_locals(t) - cells))) for t in exits),
                           key=lambda e: exits[e[0]]))
-    if compat.CELLS_AS_ARGUMENTS:
-        closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
-    else:  # (3.10 has no MAKE_CELL: the frame's cells come in the closure)
-        closure_names, cell_args = tuple(code.co_cellvars) + tuple(code.co_freevars), ()
+    closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
     body = _body_code(code, header, first, back, carried,
                       {t: k for k, (t, _) in enumerate(exit_list)}, dict(exit_list), depth,
                       closure_names, cell_args, iterates)
@@ -224,15 +221,12 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
                     body += ins.forward_jump(item, epilogue(kind))
                     continue
         item = item.copy()
-        if isinstance(item.arg, CellVar) and not cell_args:
-            item.arg = FreeVar(item.arg.name)
         body.append(item)
 
     line = info.instructions[header].lineno
     # (cells as in a resume function: see region_body._body_code)
     prologue = ins.copy_free_vars(len(closure_names))
-    for name in cell_args:
-        prologue += ins.load_fast(name) + ins.make_cell(CellVar(name)) + ins.store_fast(name)
+    prologue += ins.install_cells(cell_args)
     prologue += ins.resume()
     if iterates:
         prologue += ins.load_const(None)  # stands in for the iterator: same stack depths

@@ -37,7 +37,7 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
@@ -206,10 +206,7 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
         # the bound locals on, read or not)
         names = tuple(sorted(must[j] & assigned))
         exit_list.append((j, d - base, names))
-    if compat.CELLS_AS_ARGUMENTS:
-        closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
-    else:  # (3.10 has no MAKE_CELL: the frame's cells come in the closure, as for loop bodies)
-        closure_names, cell_args = tuple(code.co_cellvars) + tuple(code.co_freevars), ()
+    closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
     body = _body_code(code, kind, entry, members, depths, base, depth - base, params,
                       {j: k for k, (j, _, _) in enumerate(exit_list)},
                       {j: (above, names) for j, above, names in exit_list}, own, closure_names,
@@ -278,8 +275,6 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
             previous = i
             continue
         copy = item.copy()
-        if not compat.CELLS_AS_ARGUMENTS and isinstance(copy.arg, CellVar):
-            copy.arg = FreeVar(copy.arg.name)  # (3.10: a cell in the closure)
         if item.has_jump():
             target = info.target(i)
             if target in members:
@@ -304,8 +299,7 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
     # as an argument holding the frame's cell, made the variable's cell by the prologue (an
     # empty one reads as UnboundLocalError, as in the original; see resume.passed_cells).
     prologue = ins.copy_free_vars(len(closure_names))
-    for name in cellvars:
-        prologue += ins.load_fast(name) + ins.make_cell(CellVar(name)) + ins.store_fast(name)
+    prologue += ins.install_cells(cellvars)
     prologue += ins.resume()
     prologue += ins.load_const(None) * base  # stand in for the values under the block
     for name in stack_names:

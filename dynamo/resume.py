@@ -38,16 +38,16 @@ import dis
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
+from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
 
-from . import compat
+from . import _C, compat
 from . import instructions as ins
 from .bytecode_analysis import CodeMap
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
-           "super_receiver", "passed_cells",
+           "super_receiver", "passed_cells", "prologue_length",
            "STACK_PREFIX"]
 
 STACK_PREFIX = "___stack"
@@ -107,18 +107,36 @@ def passed_cells(code: types.CodeType) -> frozenset[str]:
     original frame (the prologue makes it the variable's cell). At hook time the argument slot
     holds the cell itself: the translator reads its contents (an empty one is an
     UnboundLocalError, as in the original). Read from the code itself (its prologue stores
-    into a cell variable's slot before RESUME, which compiled Python never does), not from a
-    registry: code objects compare equal by value, so a weak registry keyed by them loses an
+    into a cell variable's slot before RESUME, which compiled Python never does; on 3.10 it
+    calls ``_C.adopt_cells``), not from a registry: code objects compare equal by value, so a weak registry keyed by them loses an
     entry when an equal code object dies."""
-    if not code.co_cellvars or not compat.CELLS_AS_ARGUMENTS:
-        return frozenset()  # (3.10: cells come as free variables)
+    if not code.co_cellvars:
+        return frozenset()
+    instructions = list(dis.get_instructions(code))
+    if instructions[0].opname == "LOAD_CONST" and instructions[0].argval is _C.adopt_cells:
+        # (3.10, `instructions.install_cells`: every cell variable that is an argument)
+        arguments = set(code.co_varnames[:code.co_argcount])
+        return frozenset(name for name in code.co_cellvars if name in arguments)
     names = []
-    for inst in dis.get_instructions(code):
+    for inst in instructions:
         if inst.opname == "RESUME":
-            break
+            return frozenset(names)
         if inst.opname == "STORE_FAST":
             names.append(inst.argval)
-    return frozenset(names)
+    return frozenset()  # (3.10 code that is no continuation: no RESUME)
+
+
+def prologue_length(instructions: list) -> int:
+    """How many of a code's first `instructions` set its frame up (copied into its transformed
+    code, not traced): up to RESUME (3.11+), or a 3.10 continuation's ``_C.adopt_cells()``
+    call (`instructions.install_cells`)."""
+    names = [inst.name for inst in instructions]
+    if "RESUME" in names:
+        return names.index("RESUME") + 1
+    if names[:3] == ["LOAD_CONST", "CALL_FUNCTION", "POP_TOP"] and \
+            instructions[0].arg is _C.adopt_cells:
+        return 3
+    return 0
 
 
 #: resume and loop body code -> what `display_name` shows (``f.<resume at line 12>``)
@@ -181,9 +199,6 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     # The original's cell variables stay cell variables (reading an emptied one must raise
     # UnboundLocalError, not the NameError of a free variable), holding the original's cells:
     # each arrives as an argument of the same name, and the prologue puts it into the slot.
-    # (3.10 has no MAKE_CELL: they come in the closure, as free variables.)
-    if not compat.CELLS_AS_ARGUMENTS:
-        freevars, cellvars = cellvars + freevars, []
     closure_names = tuple(freevars)
 
     body: list = []
@@ -206,8 +221,6 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
             if index - 1 not in reachable:
                 continue
             item = item.copy()
-            if not compat.CELLS_AS_ARGUMENTS and isinstance(item.arg, CellVar):
-                item.arg = FreeVar(item.arg.name)
         body.append(item)
     body = _without_empty_try_ranges(body)
     if target_lineno is None and any(line is not None for _, _, line in code.co_lines()):
@@ -216,8 +229,7 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
     stack_args = [f"{STACK_PREFIX}{i}" for i, null in enumerate(stack_nulls) if not null]
     prologue: list[Instr] = []
     prologue += ins.copy_free_vars(len(closure_names))
-    for name in cellvars:  # (the MAKE_CELL that ran for the slot makes f_locals read the cell)
-        prologue += ins.load_fast(name) + ins.make_cell(CellVar(name)) + ins.store_fast(name)
+    prologue += ins.install_cells(cellvars)
     prologue += ins.resume()
     for i, null in enumerate(stack_nulls):
         prologue += ins.push_null() if null else ins.load_fast(f"{STACK_PREFIX}{i}")

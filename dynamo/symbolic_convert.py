@@ -31,7 +31,7 @@ from .guards import Guard, build_check_fn
 from .loops import plan_loop
 from .region_body import exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
-from .resume import STACK_PREFIX, passed_cells, plain_loop_reason
+from .resume import STACK_PREFIX, passed_cells, plain_loop_reason, prologue_length
 from .side_effects import SideEffects
 from .source import (ClosureCellSource, ClosureSource, GlobalSource, LocalSource, Source,
                      guard_parameter)
@@ -178,7 +178,7 @@ class InstructionTranslator:
         self.cells_written: set[str] = set()
         self.ip = 0
         if self.passed_cells:  # (its prologue puts cells into slots: nothing to trace there)
-            self.ip = next(i for i, inst in enumerate(self.instructions) if inst.name == "RESUME")
+            self.ip = prologue_length(self.instructions)
         self.lineno = self.code.co_firstlineno
         self.kw_names: tuple[str, ...] = ()
         self.return_value: VariableTracker | None = None

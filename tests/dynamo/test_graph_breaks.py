@@ -317,10 +317,6 @@ def reads_cell_before_assignment(x):
         return y, type(e).__name__, g()
 
 
-@pytest.mark.xfail(not compat.CELLS_AS_ARGUMENTS, strict=True, reason=(
-    "3.10: a resume function gets the frame's cells as free variables (3.10 has no MAKE_CELL "
-    "to make an argument a cell variable): an emptied one raises NameError ('free variable "
-    "... referenced before assignment'), the base class of UnboundLocalError"))
 @pytest.mark.parametrize("fn", [reads_emptied_cell, reads_cell_before_assignment])
 def test_empty_cell_after_a_break_is_an_unbound_local(check, fn):
     check(fn, np.arange(3.0), graphs=None)
@@ -341,9 +337,6 @@ def reads_emptied_cell_in_a_loop_body(x, n):
     return out, g
 
 
-@pytest.mark.xfail(not compat.CELLS_AS_ARGUMENTS, strict=True, reason=(
-    "3.10: a loop body function gets the frame's cells as free variables (no MAKE_CELL): an "
-    "emptied one raises NameError, the base class of UnboundLocalError"))
 def test_empty_cell_in_a_loop_body_is_an_unbound_local(check):
     # (loop body functions got the frame's cells in their closure, as free variables: reading
     # an emptied one raised NameError; they now get them as arguments, as resume functions do)
@@ -1177,7 +1170,6 @@ def test_a_code_without_line_numbers_keeps_none_as_its_line(fn, args):
         fn.__code__ = saved
 
 
-@pytest.mark.skipif(not compat.CELLS_AS_ARGUMENTS, reason="3.10 passes cells in the closure")
 def test_passed_cells_are_read_from_the_code_not_a_registry():
     # Code objects compare equal by value: a weak registry keyed by them loses the entry of a
     # live resume code when an equal one dies (the fuzzer hit it: a cell passed as an argument

@@ -221,3 +221,42 @@ def test_a_function_rebuilt_after_a_break_keeps_its_qualified_name():
     # '<lambda>', not '_makes_a_lambda_across_a_break.<locals>.<lambda>')
     f, _ = dynamo.compile(_makes_a_lambda_across_a_break)(np.ones(2))
     assert f.__qualname__ == _makes_a_lambda_across_a_break(np.ones(2))[0].__qualname__
+
+
+def test_a_continuation_shares_the_frames_cells_on_every_version():
+    # (3.10 has no MAKE_CELL: a continuation's prologue calls _C.adopt_cells(), which makes each
+    # cell argument its cell variable's cell; before, 3.10 passed the cells as free variables,
+    # and an emptied one read as NameError instead of UnboundLocalError)
+    def f(x):
+        a = x + 1.0
+        def get():
+            return a
+        print("break")  # (a graph break: the rest is a resume function)
+        a = a * 2.0     # written in the resume function, read by the closure made before it
+        seen = get()
+        del a
+        try:
+            a  # noqa: B018
+        except UnboundLocalError as e:
+            return seen, type(e).__name__
+    x = np.arange(3.0)
+    expected = f(x)
+    got = dynamo.compile(f)(x)
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1] == expected[1] == "UnboundLocalError"
+    from dynamo.resume import passed_cells
+    assert passed_cells(f.__code__) == frozenset()  # (the user's code is no continuation)
+
+
+@pytest.mark.skipif(not compat.PY310, reason="3.11+ make a passed cell the variable's cell "
+                    "with MAKE_CELL; adopt_cells does nothing there")
+def test_adopt_cells_refuses_an_argument_that_is_not_a_cell():
+    from dynamo import _C
+
+    def f(a):
+        def get():
+            return a
+        _C.adopt_cells()
+        return get()
+    with pytest.raises(SystemError, match="argument 'a' of f is not a cell"):
+        f(1)

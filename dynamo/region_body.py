@@ -114,12 +114,13 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
     if handler not in info.handler_depth:
         return None
     base = info.handler_depth[handler] - ins.handler_pushes(own.push_lasti)
+    if not 0 <= base <= depth or (kind == "with" and depth - base != 1):
+        return None
 
     def block_end(j: int) -> bool:
         """(3.10) The POP_BLOCK that ends the block: a way out of it."""
         return info.block_pops.get(j) is own
-    if not 0 <= base <= depth or (kind == "with" and depth - base != 1):
-        return None
+
     members_set = set(region.members)
 
     def inner(h: TryBegin | None, seen: frozenset = frozenset()) -> bool:

@@ -108,8 +108,8 @@ def passed_cells(code: types.CodeType) -> frozenset[str]:
     holds the cell itself: the translator reads its contents (an empty one is an
     UnboundLocalError, as in the original). Read from the code itself (its prologue stores
     into a cell variable's slot before RESUME, which compiled Python never does; on 3.10 it
-    calls ``_C.adopt_cells``), not from a registry: code objects compare equal by value, so a weak registry keyed by them loses an
-    entry when an equal code object dies."""
+    calls ``_C.adopt_cells``), not from a registry: code objects compare equal by value, so a
+    weak registry keyed by them loses an entry when an equal code object dies."""
     if not code.co_cellvars:
         return frozenset()
     instructions = list(dis.get_instructions(code))

@@ -33,6 +33,7 @@ from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserC
 from .logs import get_logger
 from .resume import display_name, in_loop_body
 from .symbolic_convert import CompiledFrame, trace_frame
+from .variables.base import compile_models
 
 __all__ = ["ConvertFrame", "CompileRecord", "compile_lock", "touched_codes", "records", "skip_code",
            "check_fullgraph_target"]
@@ -304,8 +305,9 @@ class ConvertFrame:
             if recompile_reason is not None:
                 log_recompiles.info("Recompiling %s: %s", _where(code), recompile_reason)
             try:
-                compiled = trace_frame(frame, self.backend, allow_breaks=not self.fullgraph,
-                                       dynamic=self.dynamic)
+                with compile_models():  # (then emptied: the models of cycles are no garbage)
+                    compiled = trace_frame(frame, self.backend, allow_breaks=not self.fullgraph,
+                                           dynamic=self.dynamic)
             except UserCodeError as exc:
                 return self._user_error(code, exc, recompile_reason)
             except Unsupported as exc:

@@ -1501,28 +1501,30 @@ InstructionTranslator.dispatch = _dispatch_table(InstructionTranslator)
 InliningTranslator.dispatch = _dispatch_table(InliningTranslator)
 
 
-def _graph_values(vt: VariableTracker, found: list[NDArrayVariable]) -> list[NDArrayVariable]:
+def _graph_values(vt: VariableTracker, found: list[NDArrayVariable],
+                  inside: tuple = ()) -> list[NDArrayVariable]:
+    if any(vt is outer for outer in inside):  # (rebuilding it would never end)
+        raise Unsupported(f"a {vt.describe()} that contains itself (a reference cycle) cannot "
+                          "be rebuilt after the graph")
+    inside = (*inside, vt)
     if isinstance(vt, NDArrayVariable):
         found.append(vt)
-    elif isinstance(vt, _Sequence) and vt.source is None:
-        for item in vt.items:
-            _graph_values(item, found)
-    elif isinstance(vt, DictVariable) and vt.source is None:
-        for item in vt.items.values():
-            _graph_values(item, found)
+    elif isinstance(vt, (_Sequence, DictVariable)) and vt.source is None:
+        for item in (vt.items if isinstance(vt, _Sequence) else vt.items.values()):
+            _graph_values(item, found, inside)
     elif isinstance(vt, DictViewVariable):  # (rebuilt from its dict)
-        _graph_values(vt.d, found)
+        _graph_values(vt.d, found, inside)
     elif isinstance(vt, MethodVariable):  # ``x.item`` waiting to be called after a break
-        _graph_values(vt.obj, found)
+        _graph_values(vt.obj, found, inside)
     elif isinstance(vt, GeneratorVariable):  # (rebuilt over its iterable, if not started)
-        _graph_values(vt.iterable, found)
+        _graph_values(vt.iterable, found, inside)
     elif isinstance(vt, IteratorVariable):  # the items it has not produced yet
         for item in vt.items[vt.index:]:
-            _graph_values(item, found)
+            _graph_values(item, found, inside)
     elif isinstance(vt, NestedFunctionVariable):  # its defaults are rebuilt with it
         for part in (vt.defaults, vt.kwdefaults):
             if part is not None:
-                _graph_values(part, found)
+                _graph_values(part, found, inside)
     return found
 
 

@@ -2,10 +2,20 @@
 
 The default of each operation is "not supported": it raises `Unsupported`, which makes the frame
 run unmodified with that reason recorded. Subclasses override what they can do exactly.
+
+`compile_models()` scopes the trackers of one compile: the translator's model of a cyclic
+structure (``L.append(L)``; a nested function that holds its translator, which holds it in its
+locals) is itself a reference cycle, and left behind it would be garbage the user's next
+`gc.collect()` counts (CPython's test_gc checks such counts). At the end of the scope every
+tracker made in it is emptied, which breaks those cycles. Called by `convert_frame` around
+`trace_frame`; trackers made outside a scope (tests, tools) are not tracked.
 """
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -16,13 +26,42 @@ if TYPE_CHECKING:
     from ..codegen import Codegen
     from ..symbolic_convert import InstructionTranslator
 
-__all__ = ["VariableTracker", "NullVariable"]
+__all__ = ["VariableTracker", "NullVariable", "compile_models"]
+
+#: ``models``: the trackers made by this thread's running compile (None: not compiling)
+_compiling = threading.local()
+
+
+@contextlib.contextmanager
+def compile_models() -> Iterator[None]:
+    """One compile: every tracker made inside is emptied (its attributes dropped) when the block
+    ends, however it ends (an internal error too: the user's program must not see our garbage);
+    nothing may use them afterwards (the compile's product holds code, guards and graphs, never
+    trackers). Nested scopes keep their own lists."""
+    outer = getattr(_compiling, "models", None)
+    models: list[VariableTracker] = []
+    _compiling.models = models
+    try:
+        yield
+    finally:
+        _compiling.models = outer
+        for vt in models:
+            state = getattr(vt, "__dict__", None)  # (a subclass with __slots__ has none)
+            if state is not None:
+                state.clear()
 
 
 class VariableTracker:
     """A value during symbolic execution. `source` is set when the value came from the frame."""
 
     source: Source | None = None
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "VariableTracker":
+        self = object.__new__(cls)
+        models = getattr(_compiling, "models", None)
+        if models is not None:
+            models.append(self)  # (emptied when the compile ends: no cycle outlives it)
+        return self
 
     def describe(self) -> str:
         """A short human description used in error messages."""

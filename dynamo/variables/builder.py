@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import threading
 import types
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +44,9 @@ __all__ = ["VariableBuilder", "wrap_constant", "CONSTANT_TYPES"]
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), range, slice)
 
 _BUILTIN_CALLABLES = {id(v) for v in vars(builtins).values() if callable(v)}
+
+#: ``ids``: the tuples, lists and dicts this thread is wrapping item by item right now
+_wrapping = threading.local()
 
 
 def _is_numpy_callable(value: Any) -> bool:
@@ -150,14 +154,19 @@ class VariableBuilder:
             # (`gc.get_objects()`, a big table: one guard per item would cost more than it saves)
             raise Unsupported(f"a {typ.__name__} of {len(value)} items is too long to trace item "
                               f"by item (more than {MAX_TRACED_ITEMS})")
-        if typ in (tuple, list):
-            self.guard("SEQUENCE_LENGTH", (typ, len(value)))
-            items = [VariableBuilder(self.tx, GetItemSource(self.source, i))(v) for i, v in enumerate(value)]
-            cls = TupleVariable if typ is tuple else ListVariable
-            vt = cls(items, source=self.source)
-            if cls is ListVariable:
-                vt.effects = self.tx.root().side_effects  # changes are replayed after the graph
-            return vt
+        if typ in (tuple, list, dict):
+            # (a container that contains itself, ``L.append(L)``, would be wrapped forever)
+            active = getattr(_wrapping, "ids", None)
+            if active is None:
+                active = _wrapping.ids = set()
+            if id(value) in active:
+                raise Unsupported(f"{self.source.name()} is a {typ.__name__} that contains "
+                                  "itself (a reference cycle), which is not traced")
+            active.add(id(value))
+            try:
+                return self._wrap_container(value, typ)
+            finally:
+                active.discard(id(value))
         if issubclass(typ, types.ModuleType):
             self.guard("ID_MATCH", Guard.identity(value))
             return PythonModuleVariable(value, source=self.source)
@@ -178,10 +187,24 @@ class VariableBuilder:
             # inlining reads from it (defaults, closure cells) is read through guarded sources.
             self.guard("FUNCTION_MATCH", (Guard.identity(value.__code__), Guard.identity(value.__globals__)))
             return UserFunctionVariable(value, source=self.source)
-        if typ is dict and all(type(k) in (str, int) for k in value):
+        return self._wrap_other(value, typ)
+
+    def _wrap_container(self, value: Any, typ: type) -> VariableTracker:
+        if typ in (tuple, list):
+            self.guard("SEQUENCE_LENGTH", (typ, len(value)))
+            items = [VariableBuilder(self.tx, GetItemSource(self.source, i))(v) for i, v in enumerate(value)]
+            cls = TupleVariable if typ is tuple else ListVariable
+            vt = cls(items, source=self.source)
+            if cls is ListVariable:
+                vt.effects = self.tx.root().side_effects  # changes are replayed after the graph
+            return vt
+        if all(type(k) in (str, int) for k in value):
             self.guard("DICT_KEYS", (typ, tuple(value)))
             items = {k: VariableBuilder(self.tx, GetItemSource(self.source, k))(v) for k, v in value.items()}
             return DictVariable(items, source=self.source)
+        return self._wrap_other(value, typ)
+
+    def _wrap_other(self, value: Any, typ: type) -> VariableTracker:
         if _is_user_object(value):
             self.guard("TYPE_MATCH", typ)
             return UserObjectVariable(value, source=self.source)

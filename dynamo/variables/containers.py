@@ -6,7 +6,10 @@ mutating it would need the change replayed on the real object after the graph ru
 
 from __future__ import annotations
 
+import contextlib
 import operator
+import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .. import instructions as ins
@@ -18,6 +21,26 @@ if TYPE_CHECKING:
 
 __all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable", "DictViewVariable",
            "CheckedIteratorVariable", "iterate"]
+
+
+#: ``ids``: the containers whose Python value this thread is building right now
+_converting = threading.local()
+
+
+@contextlib.contextmanager
+def _converting_once(vt: VariableTracker) -> Iterator[None]:
+    """Around `as_python_constant` of a container: one that contains itself (``L.append(L)``)
+    would be converted forever; it is no constant the translator can use."""
+    active = getattr(_converting, "ids", None)
+    if active is None:
+        active = _converting.ids = set()
+    if id(vt) in active:
+        raise Unsupported(f"a {vt.describe()} that contains itself (a reference cycle)")
+    active.add(id(vt))
+    try:
+        yield
+    finally:
+        active.discard(id(vt))
 
 
 class _Sequence(VariableTracker):
@@ -35,7 +58,8 @@ class _Sequence(VariableTracker):
         return self.kind
 
     def as_python_constant(self) -> Any:
-        return self.kind(item.as_python_constant() for item in self.items)
+        with _converting_once(self):
+            return self.kind([item.as_python_constant() for item in self.items])
 
     def unpack(self, tx) -> list[VariableTracker]:
         return list(self.items)
@@ -119,7 +143,8 @@ class DictVariable(VariableTracker):
         return dict
 
     def as_python_constant(self) -> Any:
-        return {k: v.as_python_constant() for k, v in self.items.items()}
+        with _converting_once(self):
+            return {k: v.as_python_constant() for k, v in self.items.items()}
 
     def truth(self) -> bool:
         return bool(self.items)

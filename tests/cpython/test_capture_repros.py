@@ -386,8 +386,6 @@ def test_non_str_module_attribute_is_not_an_internal_error(tmp_path):
 
 # Fixed: a resume function keeps the original's cell variables as cell variables (was: free
 # variables, so an emptied one read as NameError; test_funcattrs test_set_cell).
-@pytest.mark.xfail(sys.version_info < (3, 11), strict=True, reason=(
-    "3.10: a resume function gets the cells as free variables (no MAKE_CELL): NameError"))
 def test_empty_cell_after_graph_break_is_unbound_local(tmp_path):
     same_as_plain(tmp_path, """
         def f(obj):
@@ -416,17 +414,41 @@ def test_escaping_iterators_keep_their_type(tmp_path):
     """)
 
 
-@open_bug("translator (dynamo/variables/containers.py): the model of a list that contains "
-          "itself is a cycle of ListVariables, left for the collector after the compile "
-          "(test_gc GCTests.test_saveall)")
+# Fixed: the translator's model of a list that contains itself was a cycle of ListVariables (and
+# a function made in the frame held the translator, which held it in its locals), left for the
+# collector after the compile; every tracker is now emptied when its compile ends
+# (variables/base.py compile_models). Such a list live at a graph break or return made the
+# translator recurse without end (a RecursionError, retried on every call): now it runs in
+# plain Python (test_gc GCTests.test_saveall, test_list).
 def test_self_referencing_list_leaves_no_garbage(tmp_path):
     same_as_plain(tmp_path, """
         import gc
         def f():
             L = []
             L.append(L)     # one cycle: 1 object to collect
+        def g():
+            def inner():
+                return 1
+            return inner()
+        def h(b):
+            k = 2
+            fn = lambda: k
+            b.x                 # graph break: fn is rebuilt, the rest is a resume function
+            return fn()
+        def live_at_break(b):
+            L = [1]
+            L.append(L)
+            b.x                 # graph break with L live
+            return len(L)
+        b = Breaker(); b.x = 1
         gc.collect()
         with CAPTURE():
             f()
+        print(gc.collect())
+        with CAPTURE():
+            g(); h(b); h(b)
+        print(gc.collect())
+        with CAPTURE():
+            print(live_at_break(b), live_at_break(b))
         print(gc.collect())
     """)

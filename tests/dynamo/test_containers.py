@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dynamo
-from dynamo import _C
+from dynamo import _C, convert_frame
 
 
 def builtins_mix(xs):
@@ -143,3 +144,92 @@ def test_a_dict_argument_s_key_order_is_guarded():
     for d in ({"a": 1, "b": 2}, {"b": 2, "a": 1}, {"a": 1, "b": 2}):
         got, want = compiled(np.ones(2), d), dict_in_order(np.ones(2), d)
         assert got[1:] == want[1:]
+
+
+# Containers that contain themselves (``L.append(L)``): the translator's models used to recurse
+# without end (wrapping such an argument, rebuilding such a list at a graph break or return, its
+# value as a constant); the RecursionError counted as "no stack left, retry later", so every call
+# compiled again, ran a 1,000-deep recursion and fell back.
+
+def cyclic_argument(x, items):
+    return x + len(items)
+
+
+def cyclic_return(x):
+    items = [x + 1.0]
+    items.append(items)
+    return items
+
+
+def cyclic_dict_at_graph_break(x):
+    d = {"x": x * 2.0}
+    d["self"] = d
+    print(end="")           # a graph break: d is live after it
+    return d["x"]
+
+
+def cyclic_pair(x):
+    a = [x + 1.0]
+    b = (a,)
+    a.append(b)
+    return a
+
+
+def cyclic_as_a_constant(x):
+    items = [1]
+    items.append(items)
+    return x + 1.0, str(items), items == items
+
+
+def _same(got, want):
+    if isinstance(want, np.ndarray):
+        np.testing.assert_array_equal(got, want)
+    elif isinstance(want, (list, tuple)):
+        assert type(got) is type(want) and len(got) == len(want)
+        for g, w in zip(got, want):
+            if w is want:
+                assert g is got
+            elif isinstance(w, tuple) and w and w[0] is want:  # (cyclic_pair)
+                assert type(g) is tuple and g[0] is got
+            else:
+                _same(g, w)
+    else:
+        assert got == want
+
+
+@pytest.mark.parametrize("fn", [cyclic_argument, cyclic_return, cyclic_dict_at_graph_break,
+                                cyclic_pair, cyclic_as_a_constant])
+def test_a_container_that_contains_itself_is_translated_once(fn, monkeypatch):
+    traced = []
+    real = convert_frame.trace_frame
+
+    def counting(frame, *args, **kwargs):
+        if frame.f_code is fn.__code__:
+            traced.append(1)
+        return real(frame, *args, **kwargs)
+
+    monkeypatch.setattr(convert_frame, "trace_frame", counting)
+    cyclic = [1]
+    cyclic.append(cyclic)
+    args = (np.ones(2), cyclic) if fn is cyclic_argument else (np.ones(2),)
+    with dynamo.optimize("eager"):
+        got = [fn(*args) for _ in range(3)]
+    for result in got:
+        _same(result, fn(*args))
+    assert len(traced) == 1  # (decided once: compiled, or marked to run in plain Python)
+
+
+def test_compile_models_empties_the_trackers_of_its_own_scope_only():
+    from dynamo.variables.base import compile_models
+    from dynamo.variables.containers import ListVariable
+
+    before = ListVariable([])
+    with compile_models():
+        outer = ListVariable([])
+        outer.items.append(outer)  # (the model of ``L.append(L)``: a cycle)
+        with compile_models():
+            inner = ListVariable([outer])
+        assert vars(inner) == {} and outer.items == [outer]  # (the outer compile goes on)
+    assert vars(outer) == {}  # (cycle broken: freed by reference counting)
+    after = ListVariable([before])
+    assert before.items == [] and after.items == [before]

@@ -106,6 +106,69 @@ def test_a_capture_scope_is_not_a_reference_cycle():
     assert _garbage_after(run) == []
 
 
+# The translator's models of what the user's code builds: a list that contains itself is a cycle
+# of trackers, a function made in the frame holds the translator that holds it in its locals
+# (test_gc GCTests.test_saveall, test_list, ...). The compile must leave exactly the garbage
+# plain Python leaves.
+_CYCLIC_MODELS = """
+class Breaker:
+    def __getattribute__(self, name):
+        return object.__getattribute__(self, name)
+
+def self_list(x):
+    L = []
+    L.append(L)
+    return np.sin(x)
+
+def self_dict(x):
+    d = {"x": x}
+    d["d"] = d
+    return np.sin(x)
+
+def list_and_tuple(x):
+    a = [x]
+    t = (a,)
+    a.append(t)
+    return np.sin(x)
+
+def nested_function(x):
+    def g(y):
+        return y + 1
+    return g(np.sin(x))
+
+def closure_and_break(x):
+    k = 3.0
+    g = lambda: k
+    Breaker().__class__          # graph break: the rest runs in a resume function
+    return x * g()
+
+def generator_in_its_list(x):
+    L = [1]
+    g = (y for y in L)
+    L.append(g)
+    next(g)
+    return np.sin(x)
+"""
+
+
+@pytest.mark.parametrize("name", ["self_list", "self_dict", "list_and_tuple", "nested_function",
+                                  "closure_and_break", "generator_in_its_list"])
+def test_compiling_code_that_builds_cycles_leaves_the_garbage_of_plain_python(name):
+    x = np.ones(3)
+    plain = _fresh(_CYCLIC_MODELS, name)
+    want = _garbage_after(lambda: plain(x))
+    f = _fresh(_CYCLIC_MODELS, name)
+
+    def run():
+        with dynamo.optimize("eager"):
+            f(x)
+
+    got = _garbage_after(run)
+    # (the graph need not build a list nothing reads: no more garbage than Python's)
+    assert set(got) <= set(want) and len(got) <= len(want), (got, want)
+    np.testing.assert_array_equal(dynamo.compile(f)(x), plain(x))
+
+
 # 5. fullgraph=True in a with block --------------------------------------------------------------
 
 _UNCAPTURABLE = """

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .graph import Graph
 
 __all__ = ["Namespace", "PythonCode", "candidate_name", "qualified_name", "numpy_path",
-           "generate"]
+           "generate", "paced_frees"]
 
 # Names the generated code refers to by themselves: no node or global may take them.
 RESERVED = frozenset(
@@ -46,6 +46,7 @@ _SUFFIX = re.compile(r"^(.*)_(\d+)$")
 _NUMBER = re.compile(r"^\d[\d_.]*(e[+-]?\d+)?j?$")
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*$")
 _DOTTED_CALL = re.compile(r"^[A-Za-z_][\w.]*(\(.*\))$", re.S)
+_CALLS = ("call_function", "call_method")
 
 
 def sanitize(name: str) -> str:
@@ -349,10 +350,10 @@ class _Writer:
             return lines + ([f"{node.name} = None"] if node.users else [])
         return [f"{node.name} = {self.expression(node)}"]
 
-    def last_uses(self) -> dict[Node, list[str]]:
-        """Statement node -> the names no later statement reads: deleted right after it, so a
-        long graph does not keep every intermediate array alive until it returns (as plain
-        NumPy would not)."""
+    def last_uses(self) -> dict[Node, list[Node]]:
+        """Statement node -> the values no later statement reads: deleted after it (or, when
+        large, after a later allocation: `paced_frees`), so a long graph does not keep every
+        intermediate array alive until it returns (as plain NumPy would not)."""
         last: dict[Node, Node] = {}
         for node in self.graph.nodes:
             if node.op == "placeholder" or node in self.inline or node.op == "output":
@@ -369,25 +370,26 @@ class _Writer:
                     last[value] = node  # (arguments stay: the caller holds them anyway)
             if not node.users and not _is_setitem(node):
                 last[node] = node  # computed for its effect only (it may warn or raise)
-        found: dict[Node, list[str]] = {}
+        found: dict[Node, list[Node]] = {}
         output = next((n for n in self.graph.nodes if n.op == "output"), None)
         outputs = set(output.all_input_nodes) if output is not None else set()
         for value, statement in last.items():
             if value not in outputs:
-                found.setdefault(statement, []).append(value.name)
+                found.setdefault(statement, []).append(value)
         return found
 
     def source(self, fn_name: str) -> str:
         params = [n.name for n in self.graph.nodes if n.op == "placeholder"]
         body: list[str] = []
         previous_comment = ""
-        dead = self.last_uses()
-        for node in self.graph.nodes:
-            if node.op == "placeholder" or node in self.inline:
-                continue
+        dying = self.last_uses()
+        statements = [n for n in self.graph.nodes if n.op != "placeholder" and n not in self.inline]
+        frees = paced_frees([(dying.get(n, []), [n] if n.op in _CALLS else [])
+                             for n in statements])
+        for node, dead in zip(statements, frees):
             lines = self.statements(node)
-            if node in dead and node.next.op != "output":  # (returning frees them anyway)
-                lines = lines + [f"del {', '.join(sorted(dead[node]))}"]
+            if dead and node.next.op != "output":  # (returning frees them anyway)
+                lines = lines + [f"del {', '.join(sorted(dead))}"]
             # The user's source line heads the statements made from it (shown once, not per node).
             comment = _stack_comment(node.meta.get("stack"))
             if comment and comment != previous_comment and lines:
@@ -399,6 +401,87 @@ class _Writer:
         if not any(line.lstrip().startswith("return ") for line in body):
             body.append("    return None")
         return f"def {fn_name}({', '.join(params)}):\n" + "\n".join(body) + "\n"
+
+
+# -- when dead values are freed ------------------------------------------------------------------
+
+#: Dead arrays of at least this many bytes are freed in step with new allocations (`paced_frees`);
+#: smaller ones right after their last use (they come from NumPy's small-block cache or malloc's
+#: bins and never give memory back to the OS).
+PACE_MIN_BYTES = 64 * 1024
+#: ... and of at most this many: glibc always maps larger blocks with mmap and unmaps them on
+#: free, whenever they are freed, so deferring them would only raise the peak.
+PACE_MAX_BYTES = 32 * 1024 * 1024
+#: At most this many dead arrays wait for an allocation to pair with (bounds the extra memory).
+PACE_MAX_PENDING = 8
+#: ... and hold at most this many bytes.
+PACE_MAX_PENDING_BYTES = 64 * 1024 * 1024
+#: Calls whose result is (or may be) a view of an argument, or the argument itself (in-place
+#: operators): no new data block to pair with.
+_VIEW_METHODS = frozenset({"transpose", "reshape", "view", "ravel", "squeeze", "swapaxes",
+                           "__getitem__", "diagonal"})
+_VIEW_FUNCTIONS = frozenset({operator.getitem, builtins.getattr, np.transpose, np.reshape,
+                             np.ravel, np.squeeze, np.expand_dims, np.broadcast_to, np.asarray,
+                             np.asanyarray, np.swapaxes, np.moveaxis, np.atleast_1d,
+                             np.atleast_2d, np.atleast_3d, np.diagonal, operator.setitem,
+                             operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                             operator.ifloordiv, operator.imod, operator.ipow, operator.iand,
+                             operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+                             operator.imatmul})
+
+
+def _heap_bytes(node: Node) -> int:
+    """Bytes of the array a node's value holds (0 for scalars, unknown or symbolic sizes)."""
+    meta = node.meta.get("val")
+    shape = getattr(meta, "shape", None)
+    if shape is None or getattr(meta, "is_scalar", True) or not all(
+            isinstance(d, int) for d in shape):
+        return 0
+    return math.prod(shape) * meta.dtype.itemsize
+
+
+def _allocates(node: Node) -> bool:
+    if node.op == "call_method":
+        return node.target not in _VIEW_METHODS
+    return node.op == "call_function" and node.target not in _VIEW_FUNCTIONS
+
+
+def paced_frees(steps: list[tuple[list[Node], list[Node]]]) -> list[list[str]]:
+    """Which names to ``del`` after each statement, given per statement the values whose last
+    use it is and the values it defines.
+
+    Small values are deleted right after their last use. A large one (`PACE_MIN_BYTES` ..
+    `PACE_MAX_BYTES`) waits until a later statement allocates an array of the same size, then
+    is deleted right after it, one per allocation, oldest first; at most `PACE_MAX_PENDING`
+    values (`PACE_MAX_PENDING_BYTES`) wait, the oldest is deleted beyond that. That is the
+    order a NumPy loop frees in (``dx = x.T - x`` allocates the new ``dx``, then drops the old
+    one), and what glibc's malloc needs to keep reusing the same blocks:
+    deleting several large dead values at once (``del dz, inv_r3`` in an unrolled n-body step)
+    leaves more than its trim threshold (twice the largest block freed so far) free at the
+    top of the heap, malloc gives it back to the OS, and the next step faults every page of
+    its new arrays in again (nbody: 4x the page faults of the NumPy loop, 0.5x its speed).
+    The extra memory is what the NumPy loop holds anyway: the old value of each variable.
+    """
+    out: list[list[str]] = []
+    pending: list[Node] = []
+    for dying, defined in steps:
+        now: list[str] = []
+        for v in dying:
+            if PACE_MIN_BYTES <= _heap_bytes(v) <= PACE_MAX_BYTES:
+                pending.append(v)
+            else:
+                now.append(v.name)
+        for d in defined:
+            size = _heap_bytes(d) if _allocates(d) else 0
+            match = next((p for p in pending if _heap_bytes(p) == size), None) if size else None
+            if match is not None:
+                pending.remove(match)
+                now.append(match.name)
+        while pending and (len(pending) > PACE_MAX_PENDING
+                           or sum(map(_heap_bytes, pending)) > PACE_MAX_PENDING_BYTES):
+            now.append(pending.pop(0).name)
+        out.append(now)
+    return out
 
 
 def _is_setitem(node: Node) -> bool:

@@ -413,6 +413,25 @@ def test_a_program_keeps_kernels_that_pay_for_their_step():
     assert isinstance(runner, SmallRunner) and runner.calls >= 1
 
 
+def cg_update(A, r, Ap):
+    # conjugate_gradient's `r - alpha * Ap` between two matmuls: a 2-op kernel over a vector
+    alpha = (r @ r) / (r @ Ap)
+    return A @ (r - alpha * Ap)
+
+
+@pytest.mark.parametrize("n, kept", [(300, False), (1000, False), (20_000, True)])
+def test_a_two_op_vector_kernel_pays_for_its_step_only_when_long(n, kept):
+    # A program step over an array costs ~1.9 us (its output allocated), where NumPy's two
+    # ufuncs over 300 / 1,000 elements cost ~1.7 / 2.5 us: such a kernel lost ~0.3 us per
+    # step (conjugate_gradient at 0.9x NumPy) until the model priced array steps on their own.
+    A, r, Ap = rand((8, n)), rand(n), rand(n)
+    gm, f = build(cg_update, [A, r, Ap], calibrate=True)
+    report = str(gm.meta["fusion_report"])
+    (line,) = [line for line in report.splitlines() if f"(pointwise over [{n}])" in line]
+    assert ("too small to pay for a program step" in line) is not kept, report
+    same_layout(f(A, r, Ap), gm.forward(A, r, Ap))
+
+
 def test_prune_before_the_build_keeps_one_call_graphs_and_drops_tiny_program_kernels():
     from support.c_graphs import trace
 

@@ -139,6 +139,26 @@ def test_wrong_result_shows_as_mismatch_in_the_table():
     assert "MISMATCH" in text and run_suite.ratio(row, "broken") is None
 
 
+def test_each_timed_call_follows_untimed_calls_of_the_same_implementation():
+    """A column is timed from its own steady state, not from the heap the previous column
+    left (run_suite.measure): per round, `warm_calls` untimed calls, then the timed one."""
+    k = suite.select("softmax")[0]
+    order = []
+
+    def counted(name, fn):
+        def call(*args):
+            order.append(name)
+            return fn(*args)
+        return call
+
+    impls = {name: (lambda kernel, name=name: (counted(name, kernel.fn), None))
+             for name in ("a", "b")}
+    args = run_suite.argparse.Namespace(repeats=2, budget=10.0, no_explain=True, warm_calls=2)
+    run_suite.measure(k, k.small, impls, args)
+    # first calls, then per round: a a a, b b b (NumPy's own column calls kernel.fn directly)
+    assert order == ["a", "b"] + ["a"] * 3 + ["b"] * 3 + ["a"] * 3 + ["b"] * 3
+
+
 def test_npdynamo_warnings_of_the_first_call_are_reported():
     """An internal error (npdynamo warns and runs the frame in plain Python) shows in the notes."""
     k = suite.select("softmax")[0]

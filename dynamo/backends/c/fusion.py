@@ -21,10 +21,12 @@ Rules, in the order they apply:
    element is computed, so its flags (NumPy's warnings) are never lost.
 3. Pointwise roots with the same domain shape and epoch share a kernel (several outputs) unless
    a root reads, through nodes outside the kernel, something that depends on the kernel - which
-   would make a cycle. Reductions over the same domain and axes share a *row kernel* (one
-   loop over the kept dims, each reduction a phase over the row, reading earlier phases'
-   results per row); a pointwise root over the same domain that reads one of them joins as the
-   row's epilogue when the axes are trailing (softmax and layer-norm become one kernel).
+   would make a cycle - or an earlier large root (`PACE_MIN_BYTES`) is dead before the root in
+   the program (one kernel would keep both alive, where NumPy frees one first). Reductions
+   over the same domain and axes share a *row kernel* (one loop over the kept dims, each
+   reduction a phase over the row, reading earlier phases' results per row); a pointwise
+   root over the same domain that reads one of them joins as the row's epilogue when the axes
+   are trailing (softmax and layer-norm become one kernel).
 4. The schedule is a topological order of kernels and NumPy calls (ties broken by graph order),
    with barriers ordered against everything in the neighbouring epochs.
 """
@@ -34,6 +36,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from typing import Any
+
+from fx.codegen_names import PACE_MIN_BYTES, _heap_bytes
 
 from .codegen_c import ARITHMETIC, keeps, raises_fp
 from .loop_ir import (
@@ -311,6 +315,16 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         return all(plans[l].keepdims or full for l in leaves
                    if l in g["roots"] and plans[l].kind == "reduction")
 
+    def outlived(g: dict[str, Any], n: Any) -> Any:
+        # A large pointwise root whose every user comes before n in the program: the NumPy code
+        # frees it before computing n; a shared kernel would hold both (and several large
+        # outputs at once: nbody's three `d * inv_r3` for three `@ mass`), raising the peak
+        # and the page faults of fresh blocks (docs/benchmarks.md).
+        if _heap_bytes(n) < PACE_MIN_BYTES:
+            return None
+        return next((r for r in g["roots"] if _heap_bytes(r) >= PACE_MIN_BYTES and r.users
+                     and all(pos[u] < pos[n] for u in r.users)), None)
+
     for n in nodes:
         plan = plans.get(n)
         if plan is None or n in inlined:
@@ -327,6 +341,11 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
                 # A pointwise epilogue: reads one of the row's reductions, axes trailing.
                 ok = g["trailing"] and any(l in g["roots"] for l in leaves)
             else:
+                ended = outlived(g, n)
+                if ended is not None:
+                    split_why[n] = (f"{ended.name} (large) is dead before it in the program: one "
+                                    "kernel would keep both alive")
+                    continue
                 ok = True
             if not ok or not row_readable(g, leaves):
                 continue

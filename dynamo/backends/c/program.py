@@ -42,7 +42,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from fx.codegen_names import _is_setitem, _stack_comment, _Writer
+from fx.codegen_names import _is_setitem, _stack_comment, _Writer, paced_frees
 from fx.graph_module import register_generated
 
 from .loop_ir import PointwiseKernel, ReductionKernel
@@ -122,13 +122,18 @@ class _ProgramWriter(_Writer):
                 named = e.op in _CALLS and (not _is_setitem(e) or bool(e.users))
                 defs.append({e} if named else set())
         live = set(results)
-        dead: list[list[str]] = [[] for _ in items]
+        dying: list[list[Any]] = [[] for _ in items]
         for i in range(len(items) - 1, -1, -1):
             for v in reads[i] | defs[i]:
                 if v not in live and v.op in _CALLS and v not in params:
-                    dead[i].append(v.name)
+                    dying[i].append(v)
             live -= defs[i]
             live |= reads[i]
+        # (large ones in step with new allocations, as a NumPy loop frees them: paced_frees)
+        order = {n: i for i, n in enumerate(self.graph.nodes)}
+        dead = paced_frees([(sorted(d, key=order.__getitem__),
+                             sorted(defs[i], key=order.__getitem__))
+                            for i, d in enumerate(dying)])
         lines: list[str] = []
         previous = ""
         for i, e in enumerate(items):

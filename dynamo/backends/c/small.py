@@ -480,10 +480,16 @@ def prune(gm: Any, plan: Any, worth: list[Kernel], notes: dict[str, str],
 
 #: Cost model of a small kernel inside a program (seconds; measured on the 2-core reference
 #: machine): a program step (errstate mask, verdict, one-call kernel, results) costs
-#: ~`_STEP_S`; the NumPy statements it replaces cost ~`_UFUNC_S` per array operation
-#: (~`_SCALAR_S` on NumPy scalars, a 0-d domain) plus ~`_ELEM_S` per element and operation,
-#: where the kernel spends ~`_KERNEL_ELEM_S`.
-_STEP_S, _UFUNC_S, _SCALAR_S, _ELEM_S, _KERNEL_ELEM_S = 1.2e-6, 0.5e-6, 0.08e-6, 1e-9, 0.3e-9
+#: ~`_STEP_S` over a 0-d domain, ~`_ARRAY_STEP_S` over an array (its output allocated); the
+#: NumPy statements it replaces cost ~`_UFUNC_S` per array operation (~`_SCALAR_S` on NumPy
+#: scalars, a 0-d domain) plus ~`_ELEM_S` per element and operation, where the kernel spends
+#: ~`_KERNEL_ELEM_S`. (The array figures were refitted at 22:15 on 2026-11-24, a step measured
+#: by itself: 1.9 us at 8 and 300 elements, 2.7 us at 1,000, against 1.4 / 1.7 / 2.5 us for
+#: ``y - 0.5 * Ap``: with the former 1.2 us / 1 ns the model kept those kernels, and each lost
+#: ~0.3 us, conjugate_gradient 0.90x NumPy. The 0-d figures are the former ones: refitted the
+#: same way, trisolv's scalar kernels were written out and it fell from 1.0x to 0.8x.)
+_STEP_S, _UFUNC_S, _SCALAR_S, _ELEM_S, _KERNEL_ELEM_S = 1.2e-6, 0.6e-6, 0.08e-6, 0.5e-9, 0.35e-9
+_ARRAY_STEP_S = 1.8e-6
 
 
 def pays_in_program(k: Kernel, opts: COptions) -> bool:
@@ -498,8 +504,10 @@ def pays_in_program(k: Kernel, opts: COptions) -> bool:
     if n >= opts.dynamic_min_size:
         return True
     ops = len(k.members)
-    numpy_s = ops * ((_SCALAR_S if k.shape == () else _UFUNC_S) + n * _ELEM_S)
-    return numpy_s > _STEP_S + n * ops * _KERNEL_ELEM_S
+    if k.shape == ():
+        return ops * _SCALAR_S > _STEP_S
+    numpy_s = ops * (_UFUNC_S + n * _ELEM_S)
+    return numpy_s > _ARRAY_STEP_S + n * ops * _KERNEL_ELEM_S
 
 
 def hint_size(d: Any) -> int:

@@ -509,11 +509,13 @@ MAX_NESTING = 24
 def _inlined_nodes(graph: Graph) -> set[Node]:
     """Nodes written inside their one user's expression instead of as a named statement.
 
-    A pure call used exactly once, by a call made from the same user source line, with no impure
-    node in between, is nested as the user wrote it (``add = numpy.sin(x) * y + 1``). Besides
-    reading like the source, this keeps NumPy's temporary elision: an unnamed temporary has one
-    reference, so NumPy may reuse its memory for the next operation, exactly as in the original
-    code. Temporaries the user named stay named. Graphs without source lines are not changed.
+    A pure call used exactly once, by a call made from the same user source line (or a line of
+    the user's expression, when it spans several), with no impure node in between, is nested as
+    the user wrote it (``add = numpy.sin(x) * y + 1``). Besides reading like the source, this
+    keeps NumPy's temporary elision: an unnamed temporary has one reference, so NumPy may reuse
+    its memory for the next operation, exactly as in the original code (and a value of a
+    continuation line, named, was computed ahead of the expression and kept alive through it).
+    Temporaries the user named stay named. Graphs without source lines are not changed.
     """
     calls = ("call_function", "call_method")
     inline: set[Node] = set()
@@ -529,7 +531,8 @@ def _inlined_nodes(graph: Graph) -> set[Node]:
             continue
         (user,) = node.users
         stack = node.meta.get("stack")
-        if user.op not in calls or not stack or user.meta.get("stack") != stack:
+        if user.op not in calls or not stack or (user.meta.get("stack") != stack
+                                                 and not _within_expression(node, user)):
             continue
         if _uses(user.args, node) + _uses(user.kwargs, node) != 1:
             continue
@@ -540,6 +543,25 @@ def _inlined_nodes(graph: Graph) -> set[Node]:
         if ok:
             inline.add(node)
     return inline
+
+
+_FILE_LINE = re.compile(r"^(.*):(\d+)(?:\s|$)")
+
+
+def _within_expression(node: Node, user: Node) -> bool:
+    """Is `node` made on a line of `user`'s expression, which spans several lines (``u + 0.1 *
+    (np.roll(u, 1) ...`` continued on the next line), in the same file and frame?"""
+    here, there = node.meta.get("stack"), user.meta.get("stack")
+    p, q = node.meta.get("frame_position"), user.meta.get("frame_position")
+    if not (isinstance(here, str) and isinstance(there, str) and p and q):
+        return False
+    a, b = _FILE_LINE.match(here), _FILE_LINE.match(there)
+    if a is None or b is None or a.group(1) != b.group(1) or q[1] is None or p[0] is None:
+        return False
+    # (the same frame: an inlined helper's nodes carry the call's position in the root frame,
+    # and their own lines in `stack`)
+    return q[0] <= int(a.group(2)) <= q[1] and q[0] <= p[0] <= q[1] and \
+        p[0] == int(a.group(2)) and q[0] == int(b.group(2))
 
 
 def _balanced(text: str) -> bool:

@@ -84,3 +84,28 @@ def test_no_nesting_across_a_mutation():
     assert "mul = x * 2" in gm.code  # computed before x changes
     arr = np.ones(3)
     np.testing.assert_array_equal(gm(arr), np.full(3, 4.0))
+
+
+def test_single_use_values_of_a_continuation_line_are_nested_in_its_expression():
+    # ``w = u + 0.1 * (np.sin(u)`` / ``+ np.sqrt(v))``: the call on the second line was a named
+    # statement computed ahead of the whole expression, and kept alive through it (one array
+    # more per value, no temporary elision: 0.71x NumPy on a 300x300 stencil-like update)
+    g = Graph()
+    u, v = g.placeholder("u"), g.placeholder("v")
+    s = g.call_function(np.sin, (u,))
+    q = g.call_function(np.sqrt, (v,))
+    a = g.call_function(operator.add, (s, q))
+    m = g.call_function(operator.mul, (0.1, a))
+    w = g.call_function(operator.add, (u, m))
+    first, second = "f.py:4  w = u + 0.1 * (np.sin(u)", "f.py:5  + np.sqrt(v))"
+    for n, stack, position in ((s, first, (4, 4, 19, 28)), (q, second, (5, 5, 18, 28)),
+                               (a, first, (4, 5, 19, 28)), (m, first, (4, 5, 12, 29)),
+                               (w, first, (4, 5, 8, 29))):
+        n.meta["stack"], n.meta["frame_position"] = stack, position
+    h = g.call_function(np.cos, (w,))  # the next statement: w is named
+    h.meta["stack"], h.meta["frame_position"] = "f.py:6  return np.cos(w)", (6, 6, 11, 20)
+    g.output(h)
+    code = GraphModule(g).code
+    assert "add_1 = u + 0.1 * (numpy.sin(u) + numpy.sqrt(v))\n" in code, code
+    # a value made on another line outside the expression's span stays named
+    assert "cos = numpy.cos(add_1)" in code, code

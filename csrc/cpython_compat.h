@@ -27,8 +27,10 @@
  *  - Recursion: 3.10 counts recursion_depth up to the limit, 3.11 counts recursion_remaining
  *    down; 3.12+ also keep a C budget (c_recursion_remaining) that every C-level entry into
  *    the evaluator charges: with a PEP 523 function installed Python-to-Python calls are not
- *    inlined, so each costs C budget (2 units per call, of 3.12.1's 1500): the hook lends
- *    them back (npd_c_recursion_lend).
+ *    inlined, so each costs C budget (2 units per call, of 3.12.1's 1500).  (Not lent back:
+ *    a frame entered from C -- map(f, ...) -- is charged by plain Python too, the hook cannot
+ *    tell the two apart, and a budget that stops counting C-level recursion let 3.13 overflow
+ *    the C stack where plain Python raises RecursionError.)
  *  - The C stack: 3.10 nests C frames for every Python call (plain 3.10 dies with SIGSEGV
  *    near 20,000 levels on 8 MiB); 3.11+ nest them only for calls from C or, while a PEP 523
  *    function is installed, for every call.
@@ -182,28 +184,6 @@ static inline int npd_c_recursion_low(PyThreadState *ts, int margin) {
     (void)ts;
     (void)margin;
     return 0;
-#endif
-}
-
-/* 3.12+: the hook runs every frame it sees through a C-level entry into the evaluator, which
- * charges PY_EVAL_C_STACK_UNITS (2 on 3.12 and 3.13, Python/ceval.c; not in the headers) of
- * the C recursion budget; plain Python inlines a Python-to-Python call and charges nothing.
- * So a captured recursion ran out of budget at about 750 levels on 3.12.1's 1500 (and its
- * compiles stopped at 350, where 3.11 compiles up to 575 under the default recursion limit).
- * The hook therefore lends the frame back these units while it handles it: its calls cost the
- * budget what plain Python's cost, and the C stack they use is guarded by the hook's own stack
- * check (deep mode, RecursionError near the end), as on 3.11.  Balanced on every path. */
-#if PY_VERSION_HEX >= 0x030C0000
-#define NPD_EVAL_C_UNITS 2
-#else
-#define NPD_EVAL_C_UNITS 0
-#endif
-static inline void npd_c_recursion_lend(PyThreadState *ts, int units) {
-#if PY_VERSION_HEX >= 0x030C0000
-    ts->c_recursion_remaining += units;
-#else
-    (void)ts;
-    (void)units;
 #endif
 }
 

@@ -242,10 +242,11 @@ static PyObject *current_callback(void) {
  * intercepted meanwhile: they run plain Python, which is always correct); on 3.10 each frame
  * goes straight to the default evaluator. */
 
-/* C recursion budget (3.12+, see cpython_compat.h; 3.12.1 has 1500 units in all).  The hook
- * lends back the units its own evaluator entries charge (eval_lent), so what is left is what
- * plain Python would have; deep mode also starts when fewer than this many units are left, so
- * the calls below (without the hook: inlined, free) leave the rest for C-level recursion. */
+/* C recursion budget (3.12+, see cpython_compat.h; 3.12.1 has 1500 units in all).  Every
+ * hooked call charges about two units of it, plain Python's inlined calls none; so deep mode
+ * also starts when fewer than this many units are left, leaving the rest for what the frame
+ * calls through C, as plain Python would.  (So on 3.12+ a compile needs its room within the
+ * budget: functions first met deeper than ~325 levels of captured recursion run uncompiled.) */
 #define NPD_C_RECURSION_MARGIN 600
 
 /* This thread's thresholds: below tls_stack_deep deep mode, below tls_stack_hard
@@ -313,20 +314,6 @@ static PyObject *stack_check(PyThreadState *ts, npd_frame *frame, int throw_flag
         return NULL;
     }
     return run_deep(ts, frame, throw_flag);
-}
-
-/* The default evaluator for a frame the hook lets run (not in deep mode), with the C
- * recursion budget its entry charges lent back (3.12+, cpython_compat.h), as plain Python's
- * inlined call would charge none. */
-static PyObject *eval_lent(PyThreadState *ts, npd_frame *frame, int throw_flag) {
-#if NPD_EVAL_C_UNITS
-    npd_c_recursion_lend(ts, NPD_EVAL_C_UNITS);
-    PyObject *result = npd_eval_default(ts, frame, throw_flag);
-    npd_c_recursion_lend(ts, -NPD_EVAL_C_UNITS);
-    return result;
-#else
-    return npd_eval_default(ts, frame, throw_flag);
-#endif
 }
 
 /* Walk the cache: evaluate each entry's guards -- a GuardSet (guards.c) straight on the slots,
@@ -757,6 +744,10 @@ static PyObject *finish_tail_calls(PyObject *result) {
 static PyObject npd_run_default_marker;
 #define NPD_RUN_DEFAULT (&npd_run_default_marker)
 
+static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
+                                PyObject *callback, PyCodeObject *code, Py_ssize_t nargs,
+                                PyObject **slots);
+
 /* A frame that passed the cheap filters: walk the cache, maybe compile, run the result.
  * Every path releases the frame (npd_frame_release) once, or returns NPD_RUN_DEFAULT. */
 static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
@@ -764,10 +755,24 @@ static PyObject *intercept(PyThreadState *ts, npd_frame *frame, npd_extra *extra
     PyCodeObject *code = npd_frame_code(frame);
     Py_ssize_t nargs = npd_code_nargslots(code);
     PyObject *argbuf[NPD_SMALL_ARGS];
+    PyObject **heap = NULL; /* 3.10: the argument values of a frame with cell arguments */
     PyObject **slots = npd_frame_args(frame, nargs, argbuf, NPD_SMALL_ARGS);
     if (slots == NULL) {
-        return NPD_RUN_DEFAULT; /* 3.10, many cell arguments: never compiled */
+        heap = PyMem_Malloc((size_t)nargs * sizeof(PyObject *));
+        if (heap == NULL) {
+            return NPD_RUN_DEFAULT; /* (no memory for the copy: run it uncompiled) */
+        }
+        slots = npd_frame_args(frame, nargs, heap, nargs);
     }
+    PyObject *result = intercept_with(ts, frame, extra, callback, code, nargs, slots);
+    PyMem_Free(heap);
+    return result;
+}
+
+/* intercept(), with the frame's argument values in `slots`. */
+static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *extra,
+                                PyObject *callback, PyCodeObject *code, Py_ssize_t nargs,
+                                PyObject **slots) {
     PyObject *closure = npd_frame_closure(frame);
     if (closure == NULL && PyErr_Occurred()) {
         npd_frame_release(ts, frame);
@@ -851,23 +856,23 @@ static PyObject *npd_hook_capture(PyThreadState *ts, npd_frame *frame, int throw
         return run_deep(ts, frame, throw_flag);
     }
     if (throw_flag || tls_suspended) {
-        return eval_lent(ts, frame, throw_flag);
+        return npd_eval_default(ts, frame, throw_flag);
     }
     PyCodeObject *code = npd_frame_code(frame);
     if ((code->co_flags & NPD_NEVER_FLAGS) || !(code->co_flags & CO_OPTIMIZED) ||
         !npd_frame_is_function(frame) || !npd_frame_releasable(frame)) {
-        return eval_lent(ts, frame, throw_flag);
+        return npd_eval_default(ts, frame, throw_flag);
     }
     /* Debuggers, coverage and profilers see the program as written: while a trace or
      * profile function is set on this thread, or (3.12+) a sys.monitoring tool listens to
      * this code, frames run their original bytecode (no guard, no compile, no cached
      * version), so every line and call event is the plain one. */
     if (npd_thread_is_traced(ts, code) || npd_recursion_remaining(ts) < NPD_RUN_HEADROOM) {
-        return eval_lent(ts, frame, throw_flag);
+        return npd_eval_default(ts, frame, throw_flag);
     }
     npd_extra *extra = npd_extra_get(code);
     if (extra != NULL && extra->state == NPD_SKIP) {
-        return eval_lent(ts, frame, throw_flag);
+        return npd_eval_default(ts, frame, throw_flag);
     }
     Record *record = effective_record(ts);
     if (record == NULL || record->callback == NULL ||
@@ -876,14 +881,14 @@ static PyObject *npd_hook_capture(PyThreadState *ts, npd_frame *frame, int throw
         /* Off in this context; or run-only with nothing cached; or modules are being torn
          * down (guards and the compiler would see half-dead state). */
         Py_XDECREF(record);
-        return eval_lent(ts, frame, throw_flag);
+        return npd_eval_default(ts, frame, throw_flag);
     }
     PyObject *callback = Py_NewRef(record->callback);
     Py_DECREF(record);
     PyObject *result = intercept(ts, frame, extra, callback);
     Py_DECREF(callback);
     if (result == NPD_RUN_DEFAULT) {
-        return eval_lent(ts, frame, 0); /* throw_flag is 0 here */
+        return npd_eval_default(ts, frame, 0); /* throw_flag is 0 here */
     }
     return result;
 }

@@ -380,8 +380,14 @@ class CodeMap:
 
     def __setitem__(self, code: types.CodeType, value) -> None:
         key = id(code)
-        ref = weakref.ref(code, lambda r, key=key: self._forget(key, r))
-        self._data[key] = (ref, value)
+        me = weakref.ref(self)  # (the callback must not hold the map: a cycle through it)
+
+        def forget(r: weakref.ref, key: int = key) -> None:
+            owner = me()
+            if owner is not None:
+                owner._forget(key, r)
+
+        self._data[key] = (weakref.ref(code, forget), value)
 
     def setdefault(self, code: types.CodeType, value):
         if code not in self:

@@ -24,13 +24,13 @@ from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, P
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
     "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
-    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_not_equal", "install_cells",
-    "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const", "load_deref",
-    "load_fast", "load_global", "loop_exit", "make_cell", "make_closure", "make_function",
-    "null_after", "null_before", "null_under_top", "pop_block", "pop_top", "push_null",
-    "reraise_with_traceback", "resume", "return_tagged_for", "return_value", "setup_finally",
-    "store_attr", "store_deref", "store_fast", "store_global", "store_subscr", "swap", "to_bool",
-    "unpack_sequence", "with_null",
+    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_not_equal",
+    "install_cells", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
+    "load_deref", "load_fast", "load_global", "loop_exit", "make_cell", "make_closure",
+    "make_function", "null_after", "null_before", "null_under_top", "pop_block", "pop_top",
+    "push_null", "reraise_with_traceback", "resume", "return_tagged_for", "return_value",
+    "setup_finally", "store_attr", "store_deref", "store_fast", "store_global", "store_subscr",
+    "swap", "to_bool", "unpack_sequence", "with_null",
 ]
 
 #: Instructions of a code object's prologue that set up its frame (free variables copied from

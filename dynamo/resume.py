@@ -104,9 +104,10 @@ def plain_loop_reason(code: types.CodeType) -> str | None:
 
 def passed_cells(code: types.CodeType) -> frozenset[str]:
     """For a resume function: the cell variables whose argument is a cell object of the
-    original frame (the prologue makes it the variable's cell). At hook time the argument slot
-    holds the cell itself: the translator reads its contents (an empty one is an
-    UnboundLocalError, as in the original). Read from the code itself (its prologue stores
+    original frame (the prologue makes it the variable's cell). At hook time the argument is
+    the cell itself (3.11+: in the argument slot; 3.10: wrapped in the new cell the frame made
+    for the variable, which the hook's frame view reads through): the translator reads its
+    contents (an empty one is an UnboundLocalError, as in the original). Read from the code itself (its prologue stores
     into a cell variable's slot before RESUME, which compiled Python never does; on 3.10 it
     calls ``_C.adopt_cells``), not from a registry: code objects compare equal by value, so a
     weak registry keyed by them loses an entry when an equal code object dies."""

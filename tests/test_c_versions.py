@@ -260,13 +260,14 @@ def test_recursion_900_deep_inside_a_capture_scope_runs_as_plain_python():
 
 
 def test_compiles_deep_in_a_captured_recursion_under_the_default_limit():
-    """A function first met 575 levels deep in a captured recursion (the default limit, 1000)
-    is compiled, on every version: 3.11 compiles while 400 frames are left under the limit.
-    3.12 stopped at ~350 levels: every hooked call charged 2 units of its C recursion budget
-    (1500), plain Python's inlined calls none; the hook now lends them back (the C stack is
-    guarded by its own stack check).  The budget left deep in a captured recursion is the
-    plain one."""
+    """A function first met deep in a captured recursion (the default limit, 1000) is
+    compiled while the compiler has room: 575 levels deep (400 frames left under the limit).
+    3.12 charges every hooked call 2 units of its C recursion budget (1500; 3.13 has far more),
+    so there compiling stops at about 325 levels; deeper, the function runs uncompiled, with
+    the right result. (Lending the units back made a recursion through C overflow the C stack
+    on 3.13: tests/dynamo/test_review_s17.py.)"""
     proc = run_python("""
+        import sys
         import numpy as np
         import dynamo
 
@@ -281,24 +282,15 @@ def test_compiles_deep_in_a_captured_recursion_under_the_default_limit():
         def down(k, fn, x):
             return fn(x) if k == 0 else down(k - 1, fn, x)
 
-        budget = []
-        def probe(x):
-            budget.append(C.stack_info()["c_recursion_left"])
-            return x
-
         for depth in (300, 500, 575):
             dynamo.reset()
             graphs.clear()
             with dynamo.optimize(backend):
                 out = down(depth, f, np.ones(3))
             print(depth, any(graphs), np.array_equal(out, np.sin(np.ones(3) * 2) + 1))
-        down(500, probe, 1)
-        with dynamo.optimize(backend):
-            down(500, probe, 1)
-        print(budget[0] == budget[1], budget[0] == -1 or budget[0] > 1000)
     """)
-    assert_ok(proc, ["300", "True", "True", "500", "True", "True", "575", "True", "True",
-                     "True", "True"])
+    deep = str(sys.version_info[:2] != (3, 12))
+    assert_ok(proc, ["300", "True", "True", "500", deep, "True", "575", deep, "True"])
 
 
 # ---- the C stack ---------------------------------------------------------------------------

@@ -147,15 +147,26 @@ def is_cell_load(inst: Instr) -> bool:
 
 def restoring_stores(instrs: list[Any]) -> frozenset[int]:
     """Indices of the STORE_FASTs that put back what a LOAD_FAST_AND_CLEAR saved (3.12+ inlined
-    comprehensions: ``SWAP 2; STORE_FAST x`` after the loop and in its handler). The value
-    stored may be NULL (x was unbound before the comprehension): such a store does not make x
-    bound."""
+    comprehensions: the run of SWAP / STORE_FAST / POP_TOP right after the loop's END_FOR, and
+    the one in its handler, which starts with a SWAP; the compiler may fold the result's store
+    into the run, ``END_FOR; STORE_FAST zs; STORE_FAST k; STORE_FAST v``). The value stored may
+    be NULL (x was unbound before the comprehension): such a store does not make x bound.
+    (A store of the same name as the result, ``k = [k for k in ...]``, is counted too: only
+    less is then taken as certainly bound.)"""
     cleared = {inst.arg for inst in instrs if inst.name == "LOAD_FAST_AND_CLEAR"}
     if not cleared:
         return frozenset()
-    return frozenset(i for i, inst in enumerate(instrs)
-                     if inst.name == "STORE_FAST" and inst.arg in cleared and i > 0
-                     and instrs[i - 1].name == "SWAP")
+    found: set[int] = set()
+    run = ("SWAP", "STORE_FAST", "POP_TOP")
+    for i, inst in enumerate(instrs):
+        if inst.name not in ("END_FOR", "SWAP") or (i > 0 and instrs[i - 1].name in run):
+            continue  # (a run starts right after END_FOR, or at its first SWAP)
+        j = i + 1 if inst.name == "END_FOR" else i
+        while j < len(instrs) and instrs[j].name in run:
+            if instrs[j].name == "STORE_FAST" and instrs[j].arg in cleared:
+                found.add(j)
+            j += 1
+    return frozenset(found)
 
 
 #: 3.10 instructions that push a block whose handler is their jump target

@@ -90,11 +90,6 @@ def _comprehension_after_a_break_in_a_try(x):
     return zs
 
 
-@pytest.mark.xfail(sys.version_info >= (3, 12), strict=True,
-                   reason="(older than session 17) 3.12+: an inlined comprehension's restoring "
-                          "STORE_FASTs put k, v back to unbound, but the code after the graph "
-                          "passes them to the next resume function (LOAD_FAST_CHECK k): "
-                          "UnboundLocalError where plain Python returns")
 def test_an_inlined_comprehension_after_a_break_in_a_try_block(capsys):
     x = np.arange(3.0)
     expected = _comprehension_after_a_break_in_a_try(x)

@@ -188,9 +188,12 @@ class CodeInfo:
         if loop is None:
             return None
         header = loop[0]
-        if (self.instructions[header].name == "FOR_ITER" and header > 0
-                and self.instructions[header - 1].name == "GET_ITER"):
-            return header - 1
+        before = header - 1
+        while before >= 0 and self.instructions[before].name == "NOP":
+            before -= 1  # (generated code may carry NOPs: config.debug_insert_nops)
+        if (self.instructions[header].name == "FOR_ITER" and before >= 0
+                and self.instructions[before].name == "GET_ITER"):
+            return before
         return header
 
     @property

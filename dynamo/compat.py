@@ -157,9 +157,11 @@ def restoring_stores(instrs: list[Any]) -> frozenset[int]:
     if not cleared:
         return frozenset()
     found: set[int] = set()
-    run = ("SWAP", "STORE_FAST", "POP_TOP")
+    run = ("SWAP", "STORE_FAST", "POP_TOP", "NOP")  # (NOP: config.debug_insert_nops)
+    before = None  # the last instruction that was not a NOP
     for i, inst in enumerate(instrs):
-        if inst.name not in ("END_FOR", "SWAP") or (i > 0 and instrs[i - 1].name in run):
+        previous, before = before, (inst.name if inst.name != "NOP" else before)
+        if inst.name not in ("END_FOR", "SWAP") or previous in run:
             continue  # (a run starts right after END_FOR, or at its first SWAP)
         j = i + 1 if inst.name == "END_FOR" else i
         while j < len(instrs) and instrs[j].name in run:
@@ -262,11 +264,14 @@ def is_benign_handler(instrs: list[Any], start: int) -> bool:
     shadowed loop variable: ``SWAP; POP_TOP; SWAP; STORE_FAST x; RERAISE 0``; a generator's body
     turns StopIteration into RuntimeError: ``CALL_INTRINSIC_1 STOPITERATION_ERROR; RERAISE 1``.)
     The instructions it covers are then not inside a ``try`` for the translator."""
-    names = []
-    for inst in instrs[start:start + 8]:
-        names.append(inst.name)
-        if inst.name == "RERAISE":
+    found = []  # (NOPs skipped: generated code may carry them, config.debug_insert_nops)
+    for inst in instrs[start:]:
+        if inst.name == "NOP":
+            continue
+        found.append(inst)
+        if inst.name == "RERAISE" or len(found) == 8:
             break
+    names = [inst.name for inst in found]
     if not names or names[-1] != "RERAISE":
         return False
     body = names[:-1]
@@ -274,6 +279,6 @@ def is_benign_handler(instrs: list[Any], start: int) -> bool:
                     for n in body):
         return True
     if body == ["CALL_INTRINSIC_1"]:
-        arg = instrs[start].arg
+        arg = found[0].arg
         return getattr(arg, "name", "") == "INTRINSIC_STOPITERATION_ERROR" or arg == 3
     return False

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
-    "max_instructions", "max_trace_seconds", "capture_try_bodies", "check_accuracy", "repro_dir",
+    "max_instructions", "max_trace_seconds", "capture_try_bodies", "debug_insert_nops",
+    "check_accuracy", "repro_dir",
     "dump_dir",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
     "patch", "OPTIONS", "Option",
@@ -202,6 +203,18 @@ def _apply_guard_self_check(value: bool) -> None:
     _C.set_guard_self_check(value)
 
 
+def _apply_debug_insert_nops(value: bool) -> None:
+    """Generated code is cached per code object (resume functions, loop and try/with body
+    plans) and carries the NOPs or not: switching the option drops those caches."""
+    import sys
+
+    for module, cache in (("dynamo.resume", "_resume_codes"), ("dynamo.loops", "_plans"),
+                          ("dynamo.region_body", "_plans")):
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            getattr(loaded, cache).clear()
+
+
 OPTIONS: dict[str, Option] = {o.name: o for o in (
     Option("cache_size_limit", 8, _int_at_least(1),
            "Compiled versions kept per code object; past it the code runs in run-only mode "
@@ -233,6 +246,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "own, which is captured (graphs under np.errstate, in try bodies). False: the whole "
            "statement runs in plain Python.", env="DYNAMO_CAPTURE_TRY_BODIES",
            parse_env=_env_bool),
+    Option("debug_insert_nops", False, _bool,
+           "True (testing npdynamo itself): every code object npdynamo generates (transformed "
+           "code, resume, loop and try/with body functions) gets a NOP before each instruction "
+           "after its prologue, which must change nothing: it checks that jumps, exception "
+           "ranges, line positions and prologues do not depend on instruction offsets.",
+           env="DYNAMO_DEBUG_INSERT_NOPS", parse_env=_env_bool, apply=_apply_debug_insert_nops),
     Option("check_accuracy", False, _bool,
            "True: every call of a compiled graph also runs the graph eagerly on copies of its "
            "inputs and compares; a difference (or a backend error) writes a repro directory "
@@ -287,6 +306,7 @@ suppress_errors: bool
 max_instructions: int
 max_trace_seconds: float
 capture_try_bodies: bool
+debug_insert_nops: bool
 check_accuracy: bool
 repro_dir: str
 dump_dir: str | None

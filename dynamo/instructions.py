@@ -406,6 +406,43 @@ def forward_jump(jump: Instr, target: Label) -> list[Instr]:
     return [Instr(_FORWARD.get(jump.name, jump.name), target)]
 
 
+def _with_nops(bc: Any) -> Any:
+    """`bc` with a NOP (at the next instruction's position) before every instruction after the
+    prologue (`dynamo.config.debug_insert_nops`), ahead of its labels: no jump lands on a NOP. The prologue -- up to RESUME, or a 3.10
+    continuation's ``_C.adopt_cells()`` call -- stays as it is: the hook and the translator
+    recognise it by its shape. So do the pairs the interpreter steps over by offset: 3.11's
+    PRECALL; CALL (a specialised PRECALL makes the call itself and then skips the CALL that must
+    follow it) and 3.12+'s loop exit (an exhausted FOR_ITER jumps past the END_FOR, and 3.13's
+    POP_TOP after it, that must stand at its target). A NOP there sends the interpreter into
+    an inline cache or past a value to pop: a crash."""
+    instrs = [item for item in bc if isinstance(item, Instr)]
+    names = [i.name for i in instrs]
+    if "RESUME" in names:
+        keep = names.index("RESUME") + 1
+    else:
+        keep = 3 if instrs and instrs[0].name == "LOAD_CONST" and \
+            getattr(instrs[0].arg, "__name__", None) == "adopt_cells" else 0
+    out = bc.copy()
+    out.clear()
+    seen = 0
+    previous = None
+    pending: list = []  # labels and exception-range markers before the next instruction
+    for item in bc:
+        if not isinstance(item, Instr):
+            pending.append(item)
+            continue
+        # (before the labels: a jump still lands on the instruction itself)
+        if seen >= keep and previous not in ("PRECALL", "END_FOR") and item.name != "END_FOR":
+            out.append(Instr("NOP", location=item.location))
+        out.extend(pending)
+        pending.clear()
+        out.append(item)
+        seen += 1
+        previous = item.name
+    out.extend(pending)
+    return out
+
+
 def to_code(bc: Any) -> Any:
     """``bc.to_code()`` (a `bytecode.Bytecode` to a code object) without leaving garbage.
 
@@ -416,6 +453,10 @@ def to_code(bc: Any) -> Any:
     """
     from bytecode import ControlFlowGraph
 
+    from . import config
+
+    if config.debug_insert_nops:
+        bc = _with_nops(bc)
     cfg = ControlFlowGraph.from_bytecode(bc)
     try:
         stacksize = cfg.compute_stacksize()

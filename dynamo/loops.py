@@ -86,7 +86,11 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
     info = code_info(code)
     iterates = info.instructions[entry].name == "GET_ITER"
     header = entry + 1 if iterates else entry
-    if iterates and info.instructions[header].name != "FOR_ITER":
+    while iterates and header < len(info.instructions) and \
+            info.instructions[header].name == "NOP":
+        header += 1  # (generated code may carry NOPs: config.debug_insert_nops)
+    if iterates and (header >= len(info.instructions)
+                     or info.instructions[header].name != "FOR_ITER"):
         return None
     loop = info.outermost_loop(header)
     if loop is None or loop[0] != header:

@@ -408,13 +408,14 @@ def forward_jump(jump: Instr, target: Label) -> list[Instr]:
 
 def _with_nops(bc: Any) -> Any:
     """`bc` with a NOP (at the next instruction's position) before every instruction after the
-    prologue (`dynamo.config.debug_insert_nops`), ahead of its labels: no jump lands on a NOP. The prologue -- up to RESUME, or a 3.10
-    continuation's ``_C.adopt_cells()`` call -- stays as it is: the hook and the translator
-    recognise it by its shape. So do the pairs the interpreter steps over by offset: 3.11's
-    PRECALL; CALL (a specialised PRECALL makes the call itself and then skips the CALL that must
-    follow it) and 3.12+'s loop exit (an exhausted FOR_ITER jumps past the END_FOR, and 3.13's
-    POP_TOP after it, that must stand at its target). A NOP there sends the interpreter into
-    an inline cache or past a value to pop: a crash."""
+    prologue (`dynamo.config.debug_insert_nops`), ahead of its labels: no jump lands on a NOP.
+    The prologue -- up to RESUME, or a 3.10 continuation's ``_C.adopt_cells()`` call -- stays
+    as it is: the hook and the translator recognise it by its shape. So do the pairs the
+    interpreter steps over by offset: 3.11's PRECALL; CALL (a specialised PRECALL makes the call
+    itself and then skips the CALL that must follow it) and 3.12+'s loop exit (an exhausted
+    FOR_ITER jumps past the END_FOR, and 3.13's POP_TOP after it, that must stand at its
+    target). A NOP there sends the interpreter into an inline cache or past a value to pop: a
+    crash."""
     instrs = [item for item in bc if isinstance(item, Instr)]
     names = [i.name for i in instrs]
     if "RESUME" in names:

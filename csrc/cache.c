@@ -280,7 +280,19 @@ void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry) {
     extra->head = entry;
 }
 
+void npd_extra_mark_failed(npd_extra *extra, void *owner) {
+    if (!npd_extra_failed_for(extra, owner) && extra->nfailed < NPD_FAILED_OWNERS) {
+        extra->failed[extra->nfailed++] = owner;
+    }
+}
+
 void npd_cache_drop_owner(npd_extra *extra, void *owner) {
+    for (int i = 0; i < extra->nfailed; i++) {
+        if (extra->failed[i] == owner) {
+            extra->failed[i] = extra->failed[--extra->nfailed];
+            break;
+        }
+    }
     /* Detach every entry of `owner` into a private chain first, then free that chain. */
     npd_entry *dropped = NULL;
     npd_entry **link = &extra->head;
@@ -306,6 +318,7 @@ void npd_extra_reset(npd_extra *extra) {
     extra->state = NPD_DEFAULT;
     extra->hits = 0;
     extra->misses = 0;
+    extra->nfailed = 0;
     extra->version++;
     chain_free(chain);
 }

@@ -58,6 +58,9 @@ typedef struct npd_entry {
     struct npd_entry *next;
 } npd_entry;
 
+/* How many callbacks per code object can have a failed compile remembered in C. */
+#define NPD_FAILED_OWNERS 4
+
 typedef struct {
     int state;            /* enum npd_code_state */
     int hidden;           /* frames of this code are removed from tracebacks that pass through
@@ -69,6 +72,11 @@ typedef struct {
                               Python code it called may have freed the entry it holds */
     PyObject *ref;        /* our weak reference to the code (a strong reference to the weakref
                              object); its callback frees this state when the code dies */
+    void *failed[NPD_FAILED_OWNERS]; /* addresses only, like npd_entry.owner: callbacks whose
+                             compile of this code failed; on a miss in compile mode with one of
+                             them the frame runs unmodified without calling Python (the
+                             callback would answer None).  Dropped with the owner's entries. */
+    int nfailed;
 } npd_extra;
 
 /* Set up the code table; call once at module init.  Returns -1 with an exception set. */
@@ -87,8 +95,21 @@ int npd_cache_prepend(npd_extra *extra, PyObject *check_fn, PyObject *new_code, 
 /* Move `entry` (which must be in the list) to the front. */
 void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry);
 
-/* Drop the entries compiled by `owner` (by address). */
+/* Drop the entries compiled by `owner` (by address), and its failed-compile mark. */
 void npd_cache_drop_owner(npd_extra *extra, void *owner);
+
+/* Remember that `owner`'s compile of this code failed (no-op when NPD_FAILED_OWNERS are). */
+void npd_extra_mark_failed(npd_extra *extra, void *owner);
+
+/* Whether `owner`'s compile of this code failed (npd_extra_mark_failed). */
+static inline int npd_extra_failed_for(const npd_extra *extra, void *owner) {
+    for (int i = 0; i < extra->nfailed; i++) {
+        if (extra->failed[i] == owner) {
+            return 1;
+        }
+    }
+    return 0;
+}
 
 /* Drop all entries, the state flag and the counters (the struct itself stays attached;
  * the hidden flag stays too: it describes the code, not its cache). */

@@ -40,10 +40,13 @@
  *    KeyboardInterrupt/SystemExit raised in a guard propagate.  Scopes are entered and left in C.
  *    The references a replaced frame (shadow call) or a tail call's arguments hold are handed
  *    to the new frame as soon as it starts (release_on_start), so `del x` frees an object
- *    where plain Python does.
+ *    where plain Python does.  The garbage collector's observers (gc.get_count(),
+ *    gc.get_objects(), gc.callbacks) see no compile (gc_quiet.c) and no tail-call machinery
+ *    (finish_tail_calls); the compile callback runs in a copy of the user's context.
  */
 #include "cache.h"
 #include "frame_view.h"
+#include "gc_quiet.h"
 #include "guards.h"
 #include "small_call.h"
 
@@ -509,13 +512,29 @@ compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra, PyObject *
     int found = -1;
     PyObject *result = NULL;
     PyObject *view = npd_frame_view_new(frame, slots, nargs, closure);
-    if (view != NULL) {
+    /* The compiler runs in a copy of the user's context: context variables it sets (NumPy's
+     * errstate is one) never reach the user's, whose mapping object is not even replaced
+     * (gc.get_objects() would show that).  Capture scopes it leaves open are undone inside. */
+    PyObject *ctx = view != NULL ? PyContext_CopyCurrent() : NULL;
+    if (ctx != NULL && PyContext_Enter(ctx) < 0) {
+        Py_CLEAR(ctx);
+    }
+    if (ctx != NULL) {
         Record *before = current_record();
         result = PyObject_CallOneArg(callback, view);
-        Py_DECREF(view);
         restore_record(before);
         Py_XDECREF(before);
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        if (PyContext_Exit(ctx) < 0) {
+            /* The callback left another context entered: cannot happen with `with` and
+             * Context.run, which always exit what they enter. */
+            PyErr_WriteUnraisable(ctx);
+        }
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+        Py_DECREF(ctx);
     }
+    Py_XDECREF(view);
     if (result == NULL) {
         goto done;
     }
@@ -618,12 +637,13 @@ static void strip_hidden_frames(void) {
  * returns: at most one release per call, never one before the new frame owns its values. */
 typedef struct {
     PyObject *func;     /* whose frame's start releases (borrowed; NULL: no marker) */
-    PyObject *tuple;    /* a TailCall's args (exclusively owned) to set to None, or NULL */
+    PyObject **argv;    /* a tail call's argument references (ours) to drop, or NULL */
+    Py_ssize_t nargv;
     npd_frame *frame;   /* an intercepted frame whose argument references to drop, or NULL */
     Py_ssize_t nslots;
 } npd_release;
 
-static _Thread_local npd_release tls_release = {NULL, NULL, NULL, 0};
+static _Thread_local npd_release tls_release = {NULL, NULL, 0, NULL, 0};
 
 static void release_on_start(npd_frame *frame) {
     npd_release r = tls_release;
@@ -631,12 +651,8 @@ static void release_on_start(npd_frame *frame) {
     if (!npd_frame_is_call_of(frame, r.func)) {
         return;
     }
-    if (r.tuple != NULL) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(r.tuple); i++) {
-            PyObject *old = PyTuple_GET_ITEM(r.tuple, i);
-            PyTuple_SET_ITEM(r.tuple, i, Py_NewRef(Py_None));
-            Py_XDECREF(old);
-        }
+    for (Py_ssize_t i = 0; i < r.nargv; i++) {
+        Py_CLEAR(r.argv[i]);
     }
     if (r.frame != NULL) {
         npd_frame_drop_args(r.frame, r.nslots);
@@ -652,20 +668,24 @@ static void release_on_start(npd_frame *frame) {
  * frame for the function, the stack is as deep as in plain Python).  A TailCall never reaches
  * user code: transformed code only ever runs as a shadow frame started by `intercept`. */
 typedef struct {
-    PyObject_HEAD
+    PyObject_VAR_HEAD
     PyObject *fn;
-    PyObject *args; /* tuple */
+    PyObject *args[1]; /* Py_SIZE(self) of them (not a tuple: see finish_tail_calls) */
 } TailCall;
 
 static int tailcall_traverse(TailCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->fn);
-    Py_VISIT(self->args);
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        Py_VISIT(self->args[i]);
+    }
     return 0;
 }
 
 static int tailcall_clear(TailCall *self) {
     Py_CLEAR(self->fn);
-    Py_CLEAR(self->args);
+    for (Py_ssize_t i = 0; i < Py_SIZE(self); i++) {
+        Py_CLEAR(self->args[i]);
+    }
     return 0;
 }
 
@@ -676,6 +696,9 @@ static void tailcall_dealloc(TailCall *self) {
 }
 
 static PyObject *tailcall_repr(TailCall *self) {
+    if (self->fn == NULL) {
+        return PyUnicode_FromString("<npdynamo tail call (cleared)>");
+    }
     return PyUnicode_FromFormat("<npdynamo tail call of %R>", self->fn);
 }
 
@@ -684,7 +707,8 @@ static PyTypeObject TailCallType = {
     .tp_name = "dynamo._C.TailCall",
     .tp_doc = PyDoc_STR("A resume function call that intercept() makes once the shadow frame "
                         "has returned (internal)."),
-    .tp_basicsize = sizeof(TailCall),
+    .tp_basicsize = offsetof(TailCall, args),
+    .tp_itemsize = sizeof(PyObject *),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_traverse = (traverseproc)tailcall_traverse,
     .tp_clear = (inquiry)tailcall_clear,
@@ -700,38 +724,59 @@ static PyObject *tail_call(PyObject *module, PyObject *const *args, Py_ssize_t n
         PyErr_SetString(PyExc_TypeError, "tail_call() needs the function to call");
         return NULL;
     }
-    PyObject *rest = PyTuple_New(nargs - 1);
-    if (rest == NULL) {
+    TailCall *self = PyObject_GC_NewVar(TailCall, &TailCallType, nargs - 1);
+    if (self == NULL) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nargs - 1; i++) {
-        PyTuple_SET_ITEM(rest, i, Py_NewRef(args[i]));
-    }
-    TailCall *self = PyObject_GC_New(TailCall, &TailCallType);
-    if (self == NULL) {
-        Py_DECREF(rest);
-        return NULL;
+        self->args[i] = Py_NewRef(args[i]);
     }
     self->fn = Py_NewRef(args[nargs - 1]);
-    self->args = rest;
     PyObject_GC_Track(self);
     return (PyObject *)self;
 }
 
 /* Make the tail calls `result` asks for, one after another, until a real result (or an
- * error) comes back.  Steals `result`. */
+ * error) comes back.  Steals `result`.  While a resume function runs (user code), nothing of
+ * the tail call's machinery is visible to the cycle collector's observers (gc.get_count(),
+ * gc.get_objects()): the TailCall (its arguments in the object itself: no tuple) is freed
+ * before the call, the arguments passed from a C array; and the resume function object, which
+ * its transformed code made for this one call, is untracked and uncounted while it runs
+ * (gc_quiet.c). */
 static PyObject *finish_tail_calls(PyObject *result) {
     while (result != NULL && Py_IS_TYPE(result, &TailCallType)) {
         TailCall *call = (TailCall *)result;
-        if (Py_REFCNT(result) == 1 && Py_REFCNT(call->args) == 1 &&
-            Py_IS_TYPE(call->fn, &PyFunction_Type)) {
-            /* A plain function: nothing runs between the call and its frame's start. */
-            tls_release = (npd_release){call->fn, call->args, NULL, 0};
+        Py_ssize_t n = Py_SIZE(call);
+        PyObject *small[NPD_SMALL_ARGS];
+        PyObject **argv = small;
+        if (n > NPD_SMALL_ARGS) {
+            argv = PyMem_Malloc((size_t)n * sizeof(PyObject *));
+            if (argv == NULL) {
+                Py_DECREF(result);
+                return PyErr_NoMemory();
+            }
         }
-        PyObject *next = PyObject_Call(call->fn, call->args, NULL);
+        PyObject *fn = Py_NewRef(call->fn);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            argv[i] = Py_XNewRef(call->args[i]);
+        }
+        Py_DECREF(result); /* (freed unless someone else holds it) */
+        result = NULL;
+        int hidden = npd_gc_hide_transient(fn);
+        if (Py_IS_TYPE(fn, &PyFunction_Type)) {
+            /* A plain function: nothing runs between the call and its frame's start. */
+            tls_release = (npd_release){fn, argv, n, NULL, 0};
+        }
+        result = PyObject_Vectorcall(fn, argv, (size_t)n, NULL);
         tls_release.func = NULL;
-        Py_DECREF(result);
-        result = next;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_XDECREF(argv[i]);
+        }
+        if (argv != small) {
+            PyMem_Free(argv);
+        }
+        npd_gc_unhide_transient(fn, hidden);
+        Py_DECREF(fn);
         if (result == NULL) {
             strip_hidden_frames();
         }
@@ -787,7 +832,17 @@ static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *
                              &func);
     }
     if (found == 0) {
-        int compile = callback != Py_False && (extra == NULL || extra->state != NPD_RUN_ONLY);
+        /* (A code this callback failed to compile runs unmodified: known in C, no call.) */
+        int compile = callback != Py_False &&
+                      (extra == NULL ||
+                       (extra->state != NPD_RUN_ONLY && !npd_extra_failed_for(extra, callback)));
+        /* The compile is invisible to the cycle collector's observers (gc_quiet.c): no
+         * automatic collection inside it, and what it leaves alive (our record of the code
+         * included) is in no generation and not in gc.get_count(). */
+        npd_gc_quiet quiet = {0};
+        if (compile && npd_recursion_remaining(ts) > NPD_COMPILE_HEADROOM) {
+            npd_gc_quiet_begin(&quiet);
+        }
         if (compile && extra == NULL) {
             extra = npd_extra_get_or_create(code);
             if (extra == NULL) {
@@ -808,6 +863,7 @@ static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *
             tls_run_ctx = run_ctx;
             tls_run_seq = run_seq;
         }
+        npd_gc_quiet_end(&quiet, found >= 0);
     }
     tls_suspended--;
     Py_XDECREF(closure);
@@ -823,10 +879,14 @@ static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *
      * The capture scope stays, so frames called by the transformed code are intercepted; the
      * shadow frame itself is SKIP and goes straight to the default evaluator. */
     if (Py_IS_TYPE(func, &PyFunction_Type)) {
-        tls_release = (npd_release){func, NULL, frame, nargs};
+        tls_release = (npd_release){func, NULL, 0, frame, nargs};
     }
+    /* A function made for this call (a closure's) is hidden from the collector's observers
+     * while it runs, as the resume functions are (finish_tail_calls). */
+    int hidden = npd_gc_hide_transient(func);
     PyObject *result = PyObject_Vectorcall(func, slots, (size_t)nargs, NULL);
     tls_release.func = NULL;
+    npd_gc_unhide_transient(func, hidden);
     Py_DECREF(func);
     /* The intercepted frame is on top of the data stack again: release it before the tail
      * calls, so a resume function's frame takes its place as in plain Python. */
@@ -1440,7 +1500,43 @@ static PyObject *drop_entries_of(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+static PyObject *set_code_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "set_code_failed(code, callback) takes 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyCodeObject *code = as_code(args[0], "set_code_failed");
+    if (code == NULL) {
+        return NULL;
+    }
+    npd_extra *extra = npd_extra_get_or_create(code);
+    if (extra == NULL) {
+        return NULL;
+    }
+    npd_extra_mark_failed(extra, (void *)args[1]);
+    Py_RETURN_NONE;
+}
+
+static PyObject *gc_release(PyObject *module, PyObject *unused) {
+    return PyLong_FromSsize_t(npd_gc_quiet_release());
+}
+
+static PyObject *gc_hidden(PyObject *module, PyObject *unused) {
+    return PyLong_FromSsize_t(npd_gc_quiet_hidden());
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_code_failed", (PyCFunction)(void (*)(void))set_code_failed, METH_FASTCALL,
+     PyDoc_STR("set_code_failed(code, callback): this callback's compile of the code failed: "
+               "on a miss with this callback the frame runs unmodified, without calling it "
+               "(until reset_code, or drop_entries_of for the callback)")},
+    {"gc_release", gc_release, METH_NOARGS,
+     PyDoc_STR("gc_release() -> n: give the n objects that compiles left alive (kept in no "
+               "garbage-collector generation, gc_quiet.c) back to the oldest generation")},
+    {"gc_hidden", gc_hidden, METH_NOARGS,
+     PyDoc_STR("gc_hidden() -> how many objects compiles left alive are in no generation "
+               "(for tests)")},
     {"get_eval_frame", get_eval_frame, METH_NOARGS,
      PyDoc_STR("get_eval_frame() -> this context's callback (None when off, and inside "
                "guards and the compile callback)")},
@@ -1507,7 +1603,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (m == NULL) {
         return NULL;
     }
-    if (npd_guards_init(m) < 0 || npd_small_init(m) < 0) {
+    if (npd_guards_init(m) < 0 || npd_small_init(m) < 0 || npd_gc_quiet_init() < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -17,6 +17,13 @@ is decided from the bounds when they settle it (``s0 >= 2`` always holds), and o
 read from the hints and recorded as a fact (a guard): the compiled code is only reused when
 the fact holds again. So a rule that knows nothing about symbols is still correct: it
 specialises (``int(s0)`` records ``s0 == 8``). Nothing here needs a symbolic-algebra library.
+
+*Data-dependent* symbols (``env.data_symbol(key, upper)``) stand for the length of ``x[mask]``,
+known only when the graph runs: between 0 and ``upper`` (their hint, for backends' size
+heuristics), read by no guard. A question about one that the bounds do not settle raises
+`DataDependentSize` instead of recording a fact (inside a shape rule: a graph break), so the
+trace only relies on what holds for every mask: ``z[m] ** 2 + c[m]`` has length ``s0`` because
+both operands carry the same symbol, never because the hints agree.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 __all__ = ["Sym", "ShapeEnv", "Fact", "is_symbolic", "hint", "sym_min",
-           "sym_max", "evaluate", "symbol_number", "MIN_DYNAMIC_SIZE"]
+           "sym_max", "evaluate", "symbol_number", "MIN_DYNAMIC_SIZE", "DataDependentSize",
+           "is_data_dependent"]
 
 #: The smallest size a symbol stands for (0 and 1 are specialised).
 MIN_DYNAMIC_SIZE = 2
@@ -171,6 +179,12 @@ def _atom_text(atom: Any, names: Callable[[int], str]) -> str:
 # --------------------------------------------------------------------------- the env
 
 
+class DataDependentSize(Exception):
+    """A question about a data-dependent size (the length of ``x[mask]``) that its bounds do not
+    settle: no guard can check it (no input carries the size), so the trace must not rely on
+    it. Inside a shape rule it becomes a `RuleError` (a graph break)."""
+
+
 @dataclass(frozen=True)
 class Fact:
     """A condition the trace relied on: ``lhs op rhs`` (polynomials over symbols)."""
@@ -206,6 +220,9 @@ class ShapeEnv:
     replacements: dict[int, Poly] = field(default_factory=dict)
     #: set once the guards are built: recording another fact is then an error
     frozen: bool = False
+    #: data-dependent symbols (``len(x[mask])``) -> their upper bound (the mask's size): no
+    #: input carries them, so no fact may involve them; their hint is the upper bound
+    data_sizes: dict[int, int] = field(default_factory=dict)
     _by_origin: dict = field(default_factory=dict)
 
     # Symbols ----------------------------------------------------------------------------
@@ -224,6 +241,24 @@ class ShapeEnv:
             self._by_origin[key] = k
         return Sym(_symbol(k), self)
 
+    def data_symbol(self, key: Any, upper: int) -> "Sym":
+        """The symbol for a size known only at run time, between 0 and `upper` (the number of
+        True values of a boolean mask): one per `key` (the same mask at the same point of the
+        trace gives the same symbol, so ``z[m] + c[m]`` broadcasts without a question)."""
+        key = ("data", key)
+        k = self._by_origin.get(key)
+        if k is None:
+            k = len(self.hints)
+            self.hints.append(int(upper))
+            self.origins.append((None, -1))
+            self.data_sizes[k] = int(upper)
+            self._by_origin[key] = k
+        return Sym(_symbol(k), self)
+
+    def is_data_dependent(self, p: Poly) -> bool:
+        """Does polynomial `p` involve a data-dependent symbol?"""
+        return bool(self.data_sizes) and _mentions(p, self.data_sizes)
+
     def origin_key(self, k: int) -> tuple[Any, int]:
         """(source, dimension) that symbol `k` was made for."""
         return next(key for key, number in self._by_origin.items() if number == k)
@@ -232,6 +267,8 @@ class ShapeEnv:
         return f"s{k}"
 
     def guard_text(self, k: int) -> str:
+        if k in self.data_sizes:
+            raise DataDependentSize(f"s{k} is a data-dependent size: no guard can read it")
         text, dim = self.origins[k]
         return f"{text}.shape[{dim}]"
 
@@ -278,6 +315,8 @@ class ShapeEnv:
 
     def _atom_bounds(self, atom: Any) -> tuple[float, float]:
         if isinstance(atom, int):
+            if atom in self.data_sizes:
+                return 0.0, float(self.data_sizes[atom])
             return float(MIN_DYNAMIC_SIZE), _INF
         op, a, b = atom
         alo, ahi = _bounds(a, self._atom_bounds)
@@ -309,6 +348,10 @@ class ShapeEnv:
         return result
 
     def _record(self, lhs: Poly, op: str, rhs: Poly) -> None:
+        if self.is_data_dependent(lhs) or self.is_data_dependent(rhs):
+            raise DataDependentSize(
+                f"{_text(lhs, self.symbol_name)} {op} {_text(rhs, self.symbol_name)} depends on "
+                "a data-dependent size (the length of x[mask]): no guard can check it")
         fact = Fact(lhs, op, rhs)
         if fact in self.facts:
             return
@@ -350,6 +393,17 @@ class ShapeEnv:
                 continue
             out.append(fact.text(self))
         return out
+
+
+def _mentions(p: Poly, symbols: Any) -> bool:
+    for m, _ in p:
+        for atom in m:
+            if isinstance(atom, int):
+                if atom in symbols:
+                    return True
+            elif _mentions(atom[1], symbols) or _mentions(atom[2], symbols):
+                return True
+    return False
 
 
 def _is_pin(fact: Fact) -> bool:
@@ -539,6 +593,15 @@ def is_symbolic(value: Any) -> bool:
         return True
     if isinstance(value, (tuple, list)):
         return any(isinstance(v, Sym) for v in value)
+    return False
+
+
+def is_data_dependent(value: Any) -> bool:
+    """A size, or a shape holding one, that depends on the data (``len(x[mask])``)."""
+    if isinstance(value, Sym):
+        return value.env.is_data_dependent(value.env._resolve(value.poly))
+    if isinstance(value, (tuple, list)):
+        return any(is_data_dependent(v) for v in value)
     return False
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from fx import op_rules
 from fx.meta import ArrayMeta
+from fx.symbolic import is_data_dependent
 
 from ..exc import Unsupported
 from .base import VariableTracker
@@ -43,7 +44,19 @@ class NDArrayVariable(VariableTracker):
     def python_type(self) -> type:
         return self.meta.dtype.type if self.meta.is_scalar else np.ndarray
 
+    def dim(self, i: int):
+        """The size of dimension `i` as a Python value (an int or a `Sym`); a data-dependent
+        length (of ``x[mask]``) cannot be one: no guard could check what the trace did with it."""
+        n = self.meta.shape[i]
+        if is_data_dependent(n):
+            raise Unsupported("the length of x[mask] depends on the data: it is known only when "
+                              "the graph runs")
+        return n
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name in ("shape", "size", "nbytes") and is_data_dependent(self.meta.shape):
+            raise Unsupported(f"x.{name} of x[mask] depends on the data: it is known only when "
+                              "the graph runs")
         if name in _ARRAY_ATTRS:
             kind, target = _ARRAY_ATTRS[name]
             if kind == "call_method":
@@ -70,7 +83,7 @@ class NDArrayVariable(VariableTracker):
             from .constant import user_error
 
             raise user_error(TypeError, "iteration over a 0-d array")
-        n = self.meta.shape[0]
+        n = self.dim(0)
         if n > MAX_UNPACK:
             raise Unsupported(f"iterating over {n} rows of an array (limit {MAX_UNPACK} when unrolling)")
         import operator

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from fx.meta import ArrayMeta
-from fx.symbolic import Sym, is_symbolic, sym_min
+from fx.symbolic import Sym, is_data_dependent, is_symbolic, sym_min
 
 Result = Union[ArrayMeta, tuple, None]
 Rule = Callable[["Call"], Result]
@@ -88,7 +88,11 @@ def _standin(meta: ArrayMeta, mode: str) -> Any:
         # (a symbolic size is fixed here: rules that keep view shapes symbolic do not use this)
         return np.broadcast_to(np.zeros((), meta.dtype), meta.shape)
     cap = 2 if mode == "shrink2" else 1
-    return np.zeros(tuple(operator.index(sym_min(d, cap)) for d in meta.shape), meta.dtype)
+    # A data-dependent length (of x[mask]) may be 0 at run time: its stand-in has 1 element
+    # (dtypes do not depend on it; an error NumPy raises for an empty one, e.g. max(), is
+    # raised by the same NumPy call in the graph).
+    return np.zeros(tuple(1 if is_data_dependent(d) else operator.index(sym_min(d, cap))
+                          for d in meta.shape), meta.dtype)
 
 
 def _one_element_if_empty(value: Any) -> Any:

@@ -5,7 +5,9 @@ full-shape stand-in, so NumPy itself computes the view's shape, rejects out-of-r
 and says whether the result is a NumPy scalar. Advanced indexing (integer lists/arrays, constant
 boolean masks) produces a copy, so its shape is computed here with NumPy's placement rule: the
 broadcast index shape replaces the indexed dimensions in place when the advanced indices are
-adjacent, and goes first otherwise. A traced boolean mask gives a data-dependent shape.
+adjacent, and goes first otherwise. A traced boolean mask gives a data-dependent shape: the
+translator records ``x[mask]`` and ``x[mask] = values`` itself (`mask_getitem`, `mask_setitem`,
+with the length as a data-dependent symbol, see `fx.symbolic`); the ordinary rules reject it.
 """
 
 from __future__ import annotations
@@ -264,3 +266,53 @@ def _setitem_rule(call: Call) -> Result:
     _check_value_cast(call, x.dtype, value)
     return None
 
+
+
+# --------------------------------------------------------------------------- boolean masks
+#
+# ``x[mask]`` with a traced boolean mask has a data-dependent length. The translator
+# (`dynamo.output_graph`) gives that length a data-dependent symbol of its trace's ShapeEnv
+# (one per mask and point of the trace, so ``z[m] ** 2 + c[m]`` broadcasts without a question)
+# and asks these two rules for the result / checks the assignment.
+
+
+def traced_mask(index: Any) -> bool:
+    """Is `index` a traced boolean array of at least one dimension (a mask)?"""
+    return isinstance(index, ArrayMeta) and index.dtype == np.bool_ and not index.is_scalar \
+        and index.ndim > 0
+
+
+def _check_mask(x: Any, mask: ArrayMeta) -> None:
+    if not isinstance(x, ArrayMeta) or x.is_scalar:
+        raise RuleError("boolean-mask indexing of a NumPy scalar is not supported")
+    if is_symbolic(x.shape) or is_symbolic(mask.shape):
+        raise RuleError("boolean-mask indexing of arrays with symbolic sizes is not supported")
+    if mask.shape != x.shape[: mask.ndim]:
+        raise RuleError(f"IndexError: boolean index of shape {mask.shape} does not match the "
+                        f"array's shape {x.shape}")
+
+
+def mask_getitem(x: Any, mask: ArrayMeta, count: Any) -> ArrayMeta:
+    """``x[mask]``: a copy of shape ``(count,) + x.shape[mask.ndim:]``, where `count` (the
+    number of True values) is a data-dependent size, or 0 for an empty mask."""
+    _check_mask(x, mask)
+    return ArrayMeta(x.dtype, (count,) + tuple(x.shape[mask.ndim:]), False)
+
+
+def mask_setitem(x: Any, mask: ArrayMeta, value: Any, count: Any) -> None:
+    """``x[mask] = value`` with `value` of exactly the shape ``x[mask]`` has (the same
+    data-dependent length), cast as NumPy casts it (the casting rule checked on stand-ins)."""
+    _check_mask(x, mask)
+    target = (count,) + tuple(x.shape[mask.ndim:])
+    vshape = value.shape if isinstance(value, ArrayMeta) else None
+    if vshape is None or len(vshape) != len(target) or not all(
+            (v.same_as(t) if isinstance(v, Sym) else (not isinstance(t, Sym) and v == t))
+            for v, t in zip(vshape, target)):
+        raise RuleError("assigning an array through a traced boolean mask needs as many "
+                        "values as True entries (data-dependent)")
+    stand_in = np.zeros((1,) * len(vshape), value.dtype)
+    try:
+        with np.errstate(all="ignore"):
+            np.zeros(stand_in.shape, x.dtype)[...] = stand_in
+    except Exception as exc:
+        raise RuleError(f"NumPy rejects x[mask] = value: {type(exc).__name__}: {exc}") from exc

@@ -149,3 +149,34 @@ def _trace_rule(call: Call) -> Result:
     if b["out"] is not None and (not isinstance(b["out"], ArrayMeta) or b["out"].shape != out):
         raise RuleError(f"np.trace: out= must be a traced array of shape {out}")
     return call.result(res, out)
+
+
+def _roll_ints(value: Any, what: str) -> int | tuple[int, ...]:
+    """A constant shift or axis of np.roll: an int or a flat sequence of ints (never traced)."""
+    if contains_meta(value):
+        raise RuleError(f"np.roll {what} from traced values is not supported")
+    if isinstance(value, (tuple, list)):
+        try:
+            return tuple(operator.index(v) for v in value)
+        except TypeError as exc:
+            raise RuleError(f"np.roll {what} must be integers, got {value!r}") from exc
+    try:
+        return operator.index(value)
+    except TypeError as exc:
+        raise RuleError(f"np.roll {what} must be integers, got {value!r}") from exc
+
+
+@register(np.roll)
+def _roll_rule(call: Call) -> Result:
+    """np.roll(a, shift, axis=None): a copy of ``a``'s shape (an array even for a 0-d or scalar
+    ``a``). Only constant integer shifts and axes: the C backend lowers the roll as a gather with
+    a wrapped index, which needs the shift at compile time."""
+    b = call.bind().arguments
+    shift = _roll_ints(b["shift"], "shift")
+    axis = b["axis"]
+    if axis is not None:
+        axis = _roll_ints(axis, "axis")
+    bound = call.bind()
+    bound.arguments["shift"], bound.arguments["axis"] = shift, axis
+    res = call.run(args=bound.args, kwargs=bound.kwargs)  # validates axes and shift lengths
+    return call.result(res, shape_of(b["a"]))

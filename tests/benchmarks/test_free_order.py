@@ -114,3 +114,36 @@ def test_nbody_faults_no_more_pages_per_call_than_numpy():
     # (NumPy's loop: ~1,000 per call; deleting large values several at a time: 3,000-4,000)
     for which in ("eager", "c"):
         assert faults[which] <= 1.25 * faults["numpy"] + 100, faults
+
+
+def test_numpy_temporary_read_by_a_kernel_step_is_freed_right_after_it():
+    """``np.less(abs(z), 2.0)`` with complex ``z``: ``abs`` stays a NumPy call and the ``less``
+    becomes a kernel, so the program names the 320 KB ``abs`` temporary. The eager code nests
+    it (NumPy frees it right after the ``less``); the program must free it right after the
+    kernel step too, not keep it until the next array of its size (the Mandelbrot step ran at
+    0.7x NumPy that way)."""
+    import numpy as np
+
+    def step(z, c, n):
+        for k in range(3):
+            i = np.less(abs(z), 2.0)
+            n[i] = k
+            z[i] = z[i] ** 2 + c[i]
+        return z, n
+
+    x = np.linspace(-2.0, 0.5, 200)
+    c = x + x[:, None] * 1j
+    programs = []
+    c_backend = make_backend(min_size=0, calibrate=False)
+
+    def capture(gm, example_inputs):
+        compiled = c_backend(gm, example_inputs)
+        programs.append(compiled.program_code)
+        return compiled
+
+    fn = dynamo.compile(step, backend=capture)
+    fn(np.zeros_like(c), c, np.zeros(c.shape, np.int64))
+    (code,) = programs
+    lines = [line.strip() for line in code[code.index("def forward"):].splitlines()]
+    kernel = next(i for i, line in enumerate(lines) if re.match(r"i = dyn_k\d+\(abs\)", line))
+    assert lines[kernel + 1] == "del abs", "\n".join(lines[kernel - 2: kernel + 6])

@@ -575,7 +575,7 @@ GRAPH_BREAKS = [
     (prints, 2, 0),                 # x + 1 | print(...) in Python | y * 2
     (data_dependent_branch, 2, 1),  # x.sum() > 0 | the branch taken; later the other branch
     (python_float_of_array, 1, 0),  # x.sum() | float() and * 2 on a Python float: no graph
-    (mask_indexing, 2, 1),          # x > 0 | x[mask] in Python | * 2, whose input shape is new
+    (mask_indexing, 1, 0),          # one graph: len(x[mask]) is a data-dependent size
     (try_except, 0, 0),             # a try block first: the frame runs in plain Python
 ]
 

@@ -198,3 +198,23 @@ def test_equal_expressions_broadcast_without_a_fact_even_if_they_may_be_one():
     tail = op_rules.infer_call(operator.getitem, [x, slice(None, -1)])
     out = op_rules.infer_call(np.add, [head, tail])
     assert out.shape[0].same_as(x.shape[0] - 1) and env.facts == []
+
+
+def test_data_dependent_symbols_are_bounded_and_never_guarded():
+    """The length of x[mask]: 0..upper, one symbol per key, and any question its bounds do not
+    settle raises instead of recording a fact (no guard could check it)."""
+    from fx.symbolic import DataDependentSize, ShapeEnv, is_data_dependent
+
+    env = ShapeEnv()
+    u = env.data_symbol(("mask", 0), 40)
+    assert env.data_symbol(("mask", 0), 40).same_as(u)
+    v = env.data_symbol(("mask", 1), 40)
+    assert not v.same_as(u)
+    assert is_data_dependent(u) and is_data_dependent((3, u * 2)) and not is_data_dependent((3,))
+    assert (u >= 0) is True and (u < 41) is True and (u + 1 > 0) is True  # settled by bounds
+    for question in (lambda: u > 0, lambda: u == v, lambda: int(u), lambda: bool(u - 1),
+                     lambda: env.guard_text(0)):
+        with pytest.raises(DataDependentSize):
+            question()
+    assert env.facts == []
+    assert u.hint == 40  # (the upper bound: a size hint for backends, never a guard)

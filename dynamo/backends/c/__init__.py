@@ -320,6 +320,7 @@ def _planning_env(env: ShapeEnv) -> _PlanningEnv:
     strict = _PlanningEnv(hints=list(env.hints), origins=list(env.origins),
                           facts=list(env.facts), replacements=dict(env.replacements))
     strict._by_origin = dict(env._by_origin)
+    strict.data_sizes = dict(env.data_sizes)  # (the lengths of x[mask]: bounds, never facts)
     return strict
 
 

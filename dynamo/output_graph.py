@@ -12,12 +12,14 @@ import operator
 import re
 import time
 from dataclasses import dataclass, field
+from math import prod
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 import fx
 from fx import op_rules
+from fx.op_rules import indexing
 from fx.meta import ArrayMeta, meta_of
 from fx.serialize import graph_to_data
 from fx.symbolic import ShapeEnv, Sym, is_symbolic
@@ -171,6 +173,9 @@ class OutputGraph:
 
     def _atom_node(self, atom: Any) -> Any:
         if isinstance(atom, int):
+            if atom in self.shape_env.data_sizes:
+                raise Unsupported("a size that depends on the data (the length of x[mask]) "
+                                  "cannot be passed to an operation")
             source, dim = self.shape_env.origin_key(atom)
             placeholder = next(node for src, node, _ in self.inputs if src == source)
             shape = self._size_op(getattr, placeholder, "shape")
@@ -227,15 +232,61 @@ class OutputGraph:
         # (the source position of the frame's instruction being traced: inside an inlined
         # call, the call's; a traceback from the graph shows it, codegen.relocate_graph_error)
         node.meta["frame_position"] = tx.root().position()
+        _locate(node, tx)
         return self.wrap_result(node, val)
 
     def call_function(self, tx, target, args: list[VariableTracker], kwargs: dict[str, VariableTracker]):
         if not _value_free(target):
             _fix_scalars([*args, *kwargs.values()])
+        masked = self._masked_indexing(tx, target, args, kwargs)
+        if masked is not None:
+            return masked
         meta_args = [self.to_arg(a, True) for a in args]
         meta_kwargs = {k: self.to_arg(v, True) for k, v in kwargs.items()}
         return self._record(tx, "call_function", target, args, kwargs,
                             lambda: op_rules.infer_call(target, meta_args, meta_kwargs))
+
+    def _masked_indexing(self, tx, target, args: list, kwargs: dict) -> VariableTracker | None:
+        """``x[mask]`` and ``x[mask] = values`` with a traced boolean mask (None: not these).
+
+        The length of ``x[mask]`` (the mask's number of True values) is a data-dependent
+        symbol of the trace's ShapeEnv, one per mask node and *mutation epoch* (the number of
+        mutating nodes recorded so far: a mutation may change the mask's contents), so
+        ``z[m] = z[m] ** 2 + c[m]`` is one graph whose shapes agree without a guard. Anything
+        that would need the length itself (a guard, a size argument) breaks the graph.
+        ``x[mask] = scalar`` keeps the ordinary setitem rule."""
+        if target not in (operator.getitem, operator.setitem) or kwargs or \
+                len(args) != (2 if target is operator.getitem else 3):
+            return None
+        x, mask = args[0], args[1]
+        if not (isinstance(x, NDArrayVariable) and isinstance(mask, NDArrayVariable)
+                and indexing.traced_mask(mask.meta)):
+            return None
+        if target is operator.setitem:
+            value = args[2]
+            if not isinstance(value, NDArrayVariable) or not is_symbolic(value.meta.shape):
+                return None  # a scalar or static-shaped value: the ordinary rule decides
+        count = self._mask_count(mask)
+
+        def infer() -> Any:
+            if target is operator.getitem:
+                return indexing.mask_getitem(x.meta, mask.meta, count)
+            return indexing.mask_setitem(x.meta, mask.meta, args[2].meta, count)
+
+        return self._record(tx, "call_function", target, args, {}, infer)
+
+    def _mask_count(self, mask: NDArrayVariable) -> Any:
+        """The number of True values of `mask` at this point of the trace (see above)."""
+        if is_symbolic(mask.meta.shape):
+            raise Unsupported("boolean-mask indexing with a mask of symbolic size")
+        n = prod(mask.meta.shape)
+        if n == 0:
+            return 0
+        epoch = sum(1 for node in self.graph.nodes
+                    if node.op not in ("placeholder", "output") and node.is_impure())
+        # (keyed by the node's name, unique in the graph: the env must not hold nodes, whose
+        # metas hold its symbols; a rename between two uses only costs a graph break)
+        return self.shape_env.data_symbol((mask.node.name, epoch), n)
 
     def call_method(self, tx, name: str, obj: NDArrayVariable, args, kwargs):
         if name not in _VALUE_FREE_METHODS:
@@ -256,6 +307,9 @@ class OutputGraph:
                 item = self.graph.call_function(operator.getitem, (node, i))
                 item.meta["val"] = meta
                 item.meta["stack"] = node.meta.get("stack")
+                for key in ("location", "root_location"):
+                    if key in node.meta:
+                        item.meta[key] = node.meta[key]
                 items.append(NDArrayVariable(item, meta))
             return TupleVariable(items)
         raise Unsupported(f"result of {node.format_node()} is not an array")
@@ -375,6 +429,22 @@ _VALUE_FREE_METHODS = frozenset(
     {"clip", "__getitem__", "__setitem__"}
     | {f"__{fn.__name__.rstrip('_')}__" for fn in _VALUE_FREE_OPERATORS}
     | {f"__r{fn.__name__.rstrip('_')}__" for fn in op_rules.elementwise.BINARY_OPERATORS})
+
+
+
+def _locate(node: fx.Node, tx) -> None:
+    """``node.meta["location"]``: (file, line, module) of the statement that made the node
+    (inside an inlined call, the callee's), and ``"root_location"``: the compiled frame's
+    statement; the generated code runs at these places (`fx.locations`), so NumPy's warnings
+    name the user's file:line."""
+    root = tx.root()
+    module = root.frame.f_globals.get("__name__")
+    if tx.lineno is not None:
+        inner_module = module if tx.code.co_filename == root.code.co_filename else None
+        node.meta["location"] = (tx.code.co_filename, tx.lineno, inner_module)
+    position = root.position()
+    if position is not None and position[0] is not None:
+        node.meta["root_location"] = (root.code.co_filename, position[0], module)
 
 
 def _value_free(target: Any) -> bool:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import types
 
 from fx.graph_module import module_for as fx_module_for
+from fx.locations import graph_line
+from fx.locations import origin as graph_origin
 
 from . import compat
 from .bytecode_analysis import CodeMap
@@ -38,15 +40,26 @@ def relocate_graph_error(exc: BaseException) -> int:
     position = None
     t = tb.tb_next
     while t is not None:
-        gm = fx_module_for(t.tb_frame.f_code.co_filename)
+        gm, line = _graph_frame(t)
         if gm is not None:
-            node = gm.line_nodes.get(t.tb_lineno)
+            node = gm.line_nodes.get(line)
             if node is not None and node.meta.get("frame_position") is not None:
                 position = node.meta["frame_position"]
         t = t.tb_next
     if position is None:
         return -1
     return _move_entry(exc, tb, tb.tb_next, position)
+
+
+def _graph_frame(t: types.TracebackType) -> tuple:
+    """(owner with ``line_nodes``, line of the generated source) when the entry is in generated
+    graph code (relocated to the user's lines: `fx.locations`, or under its own name), else
+    (None, None)."""
+    code = t.tb_frame.f_code
+    found = graph_origin(code)
+    if found is not None:
+        return found[1], graph_line(code, t.tb_lasti)
+    return fx_module_for(code.co_filename), t.tb_lineno
 
 
 def merge_body_traceback(exc: BaseException) -> int:

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .graph import Graph
+from .locations import relocate
 
 __all__ = ["GraphModule", "GraphModuleError", "module_for", "register_generated"]
 
@@ -100,6 +101,8 @@ class GraphModule:
         #: line of ``code`` -> the node whose statement it is (`module_for` finds the module)
         self.line_nodes = code.line_nodes
         if self.source_path is None:  # (a real file is read from disk)
+            # (runs at the user's file:line, so NumPy's warnings name them: fx.locations)
+            self.forward = relocate(self.forward, self.line_nodes, self)
             _register_source(self.filename, code.src, self.forward)
         _modules[self.filename] = self
         return self.code

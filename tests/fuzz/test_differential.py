@@ -10,7 +10,8 @@ with and without calibration, one or two threads and a small work block.
 
 Compared, exactly: returned values (type, NumPy scalar vs 0-d array, dtype, shape, strides,
 bits with NaN == NaN), which results are views of which arguments, the arguments' final contents,
-raised exceptions (type and message), and warnings (category and message, every one, in order).
+raised exceptions (type and message), and warnings (category, message and the file:line they name,
+every one, in order).
 Documented differences of the C backend (docs/c_backend.md section 3), and only there:
 float outputs that depend on transcendental functions are compared within
 `program_gen.TAINT_ULPS` ULP; FP warnings are compared as the set of (category, kind) where kind
@@ -126,7 +127,8 @@ class Outcome:
     value: Any                     # the result, or the exception
     observed: list[Any]            # the arguments' bases after the call
     views: list[list[bool]]        # which results share memory with which arguments
-    warnings: list[tuple[type, str]] = field(default_factory=list)
+    #: (category, message, file, line) of every warning, in order
+    warnings: list[tuple[type, str, str, int]] = field(default_factory=list)
 
 
 def _flat_arrays(value: Any) -> list[np.ndarray]:
@@ -157,7 +159,7 @@ def run_once(fn: Callable, prog: Program, other: bool = False) -> Outcome:
     views = [[_shares(r, a) for a in arrays] for r in _flat_arrays(value)] \
         if status == "ok" else []
     return Outcome(status, value, observed, views,
-                   [(w.category, str(w.message)) for w in caught])
+                   [(w.category, str(w.message), w.filename, w.lineno) for w in caught])
 
 
 # Comparing ---------------------------------------------------------------------------------------
@@ -241,13 +243,15 @@ def _compare_values(exp: Any, act: Any, where: str, ulps: int, strict_layout: bo
 _FP_KIND = re.compile(r"^(divide by zero|overflow|invalid value|underflow) encountered in ")
 
 
-def _warning_keys(ws: list[tuple[type, str]], fused: bool) -> Any:
+def _warning_keys(ws: list[tuple[type, str, str, int]], fused: bool) -> Any:
+    """Eager: every warning as raised, with the file:line it names (the user's statement, also
+    inside a graph: `fx.locations`). Fused C kernels: the set of (category, kind, file:line)."""
     if not fused:
-        return [(c.__name__, m) for c, m in ws]
+        return [(c.__name__, m, f"{os.path.basename(f)}:{n}") for c, m, f, n in ws]
     keys = set()
-    for c, m in ws:
+    for c, m, f, n in ws:
         kind = _FP_KIND.match(m)
-        keys.add((c.__name__, kind.group(1) if kind else m))
+        keys.add((c.__name__, kind.group(1) if kind else m, f"{os.path.basename(f)}:{n}"))
     return sorted(keys)
 
 

@@ -44,6 +44,7 @@ from typing import Any
 
 from fx.codegen_names import _is_setitem, _stack_comment, _Writer, paced_frees
 from fx.graph_module import register_generated
+from fx.locations import relocate
 
 from .loop_ir import PointwiseKernel, ReductionKernel
 
@@ -129,11 +130,22 @@ class _ProgramWriter(_Writer):
                     dying[i].append(v)
             live -= defs[i]
             live |= reads[i]
-        # (large ones in step with new allocations, as a NumPy loop frees them: paced_frees)
+        # (large ones in step with new allocations, as a NumPy loop frees them: paced_frees;
+        # but a NumPy statement's value that the eager code nests into a user's expression
+        # which is now a kernel step is an unnamed temporary there, freed by NumPy right after
+        # its one use: so here too. Pacing it kept ``abs(z)`` of ``np.less(abs(z), 2.0)``
+        # alive across the Mandelbrot step once the ``less`` was a kernel: 0.7x NumPy, where
+        # the eager code runs at 1.0x. Kernel outputs read by NumPy calls stay paced: nbody's
+        # ``d * inv_r3`` temporaries of ``@ mass`` freed at once halved its speed.)
         order = {n: i for i, n in enumerate(self.graph.nodes)}
-        dead = paced_frees([(sorted(d, key=order.__getitem__),
+        kernel_outs = {v for e in items if _is_kernel(e) for v in e.out_nodes}
+        now = [{v for v in d if _is_kernel(items[i]) and v in self.graph_inline
+                and v not in kernel_outs} for i, d in enumerate(dying)]
+        dead = paced_frees([(sorted((v for v in d if v not in now[i]), key=order.__getitem__),
                              sorted(defs[i], key=order.__getitem__))
                             for i, d in enumerate(dying)])
+        for i in range(len(dead)):
+            dead[i] = sorted(v.name for v in now[i]) + dead[i]
         lines: list[str] = []
         previous = ""
         for i, e in enumerate(items):
@@ -257,11 +269,6 @@ class Program:
         self.numpy_paths = {name: types.FunctionType(fn.__code__, path_globals, fn.__name__)
                             for name, fn in paths.items()}
         self.globals = fn_globals
-        # A traceback through the program shows its lines (kept while the program lives),
-        # and the user's statement that raised (`line_nodes`, `dynamo.tracebacks`).
-        linecache.cache[self.filename] = (len(self.code), None,
-                                          self.code.splitlines(keepends=True), self.filename)
-        weakref.finalize(self.fn, linecache.cache.pop, self.filename, None)
         by_name = {n.name: n for n in graph.nodes}
         #: line of ``code`` -> the node its statement computes
         self.line_nodes = {}
@@ -269,6 +276,16 @@ class Program:
             target = _ASSIGNED.match(line)
             if target and target.group(1) in by_name:
                 self.line_nodes[lineno] = by_name[target.group(1)]
+        # The functions run at the user's file:line, so NumPy's warnings name them
+        # (`fx.locations`; a relocated function maps its lines back through `line_nodes`).
+        self.fn = relocate(self.fn, self.line_nodes)
+        self.numpy_paths = {name: relocate(fn, self.line_nodes)
+                            for name, fn in self.numpy_paths.items()}
+        # A traceback through the program shows its lines (kept while the program lives),
+        # and the user's statement that raised (`line_nodes`, `dynamo.tracebacks`).
+        linecache.cache[self.filename] = (len(self.code), None,
+                                          self.code.splitlines(keepends=True), self.filename)
+        weakref.finalize(self.fn, linecache.cache.pop, self.filename, None)
         # (registered through the function, which lives as long as the compiled graph does)
         self.fn.line_nodes = self.line_nodes  # type: ignore[attr-defined]
         register_generated(self.filename, self.fn)

@@ -40,11 +40,13 @@ from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
 from .region_body import BodyPlan
-from .resume import mark_plain_loop, prologue_length, resume_code, super_receiver
+from .resume import (mark_plain_loop, note_empty_breaks, prologue_length, resume_code,
+                     super_receiver)
 from .side_effects import SideEffects
 from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
 from .variables.base import NullVariable, VariableTracker
-from .variables.containers import DictVariable, ListVariable
+from .variables.containers import DictVariable, ListVariable, TupleVariable
+from .variables.constant import ConstantVariable
 
 __all__ = ["Codegen", "FrameExit", "ReturnExit", "BreakExit", "transform_code", "argument_names"]
 
@@ -106,6 +108,9 @@ class BreakExit:
     region: "Region | None" = None
     #: the region's protected block as a body function, or None (the block runs in place)
     region_body: "BodyPlan | None" = None
+    #: graph breaks in a row, this one included, with no graph before them (0: this one ends a
+    #: graph): recorded for the resume functions (`resume.note_empty_breaks`)
+    empty_breaks: int = 0
 
 
 FrameExit = ReturnExit | BreakExit
@@ -258,7 +263,10 @@ class Codegen:
             self.extend(ins.push_null())
             return
         # (the class attribute: a LazyVariable would realize itself, and guard, on getattr)
-        identity = getattr(type(vt), "has_identity", False)
+        identity = ((getattr(type(vt), "has_identity", False)
+                     and not (isinstance(vt, TupleVariable) and vt.literal is not None))
+                    # (an object rebuilt by calling what made it: ``slice(1, 3)`` on 3.11)
+                    or (type(vt) is ConstantVariable and vt.made_by is not None))
         shared = (isinstance(vt, (ListVariable, DictVariable)) or identity) and vt.source is None
         if shared and id(vt) in self.built:
             self.extend(ins.load_fast(self.built[id(vt)][0]))
@@ -396,6 +404,7 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     stack_nulls = tuple(isinstance(vt, NullVariable) for vt in deep) + layout
     live = tuple(name for name in live if name in exit.locals or name in exit.untouched_args)
     resume = resume_code(code, target, stack_nulls, live)
+    note_empty_breaks(resume.code, exit.empty_breaks)
     if exit.plain_loop is not None:
         mark_plain_loop(resume.code, exit.plain_loop)
     for name in resume.live_locals:

@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
-    "max_instructions", "max_trace_seconds", "capture_try_bodies", "debug_insert_nops",
+    "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies",
+    "debug_insert_nops",
     "check_accuracy", "repro_dir",
     "dump_dir",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
@@ -241,6 +242,12 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "into it; past them, or past "
            "max_instructions, a loop is not unrolled: it runs in Python, its body compiled as a "
            "function.", env="DYNAMO_MAX_TRACE_SECONDS", parse_env=_env_float),
+    Option("max_empty_breaks", 32, _int_at_least(1),
+           "Graph breaks in a row, in one function, with no graph before each: past them the "
+           "rest of the function runs in plain Python, uncompiled (every break compiles a "
+           "resume function holding the rest of the function, so many such breaks cost compile "
+           "time quadratic in their number, for nothing).",
+           env="DYNAMO_MAX_EMPTY_BREAKS", parse_env=_env_int),
     Option("capture_try_bodies", True, _bool,
            "True: the body of a try/with statement that ends a graph runs as a function of its "
            "own, which is captured (graphs under np.errstate, in try bodies). False: the whole "
@@ -305,6 +312,7 @@ guard_self_check: bool
 suppress_errors: bool
 max_instructions: int
 max_trace_seconds: float
+max_empty_breaks: int
 capture_try_bodies: bool
 debug_insert_nops: bool
 check_accuracy: bool

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import fx as _fx
 from fx.graph_module import module_for as fx_module_for
+from fx.locations import origin as graph_origin
 
 from . import _C, config, dump, html_report
 from .bytecode_analysis import CodeMap
@@ -118,7 +119,8 @@ def skip_reason(code: types.CodeType, f_globals: dict | None = None) -> str | No
     otherwise the most specific directory of `include_dirs` / `skip_dirs` containing the file
     decides (include on a tie; captured when neither contains it)."""
     module = f_globals.get("__name__") if f_globals is not None else None
-    if fx_module_for(code.co_filename) is not None:  # (a graph's code, also from a dump file)
+    # (a graph's code, also from a dump file or relocated to the user's lines)
+    if fx_module_for(code.co_filename) is not None or graph_origin(code) is not None:
         return "generated graph code"
     if isinstance(module, str) and any(fnmatch.fnmatchcase(module, p) for p in config.skip_modules):
         return f"code of module {module} (dynamo.config.skip_modules)"
@@ -278,6 +280,23 @@ class ConvertFrame:
                     _unskip_uncapturable(code)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
+        try:
+            return self._convert(frame)
+        except (FullGraphError, InternalError, Warning):
+            raise  # (meant for the user: fullgraph=True, suppress_errors=False, -W error)
+        except Exception as exc:  # noqa: BLE001 (the user's frame runs whatever went wrong)
+            # Outside the compile's own handlers, e.g. a builtin the program replaced
+            # (``builtins.len = lru_cache(len)``, CPython's test_functools) failing in the skip
+            # rules or the cache bookkeeping: the code runs as written.
+            try:
+                return self._internal_error(frame.f_code, exc)
+            except (FullGraphError, InternalError, Warning):
+                raise
+            except Exception:  # noqa: BLE001 (even reporting it failed: the stdlib needs len)
+                self._mark_failed(frame.f_code)
+                return None
+
+    def _convert(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         code = frame.f_code
         if code in self.failed or code in self.uncapturable:
             # First: while a fullgraph callback exists, uncapturable code is not marked SKIP
@@ -288,20 +307,10 @@ class ConvertFrame:
             skip_code(code)
             return None
         with compile_lock:
-            touched_codes.add(code)
-            entries = _C.get_cache_entries(code, self)  # this backend's versions
-            if any(check_fn(*frame.args, frame.f_globals, frame.closure) for check_fn, _ in entries):
-                # Another thread compiled this version while we waited for the lock: this one
-                # call runs unmodified; later calls hit the cache.
+            ready = self._may_compile(frame)
+            if ready is None:
                 return None
-            failures = self._guard_failures(frame, entries)
-            recompile_reason = _recompile_reason(failures)
-            if len(_C.get_cache_entries(code)) >= _version_limit(code):
-                self._hit_limit(code, failures)
-                return None
-            if _cached_versions() >= config.accumulated_cache_size_limit:
-                self._hit_limit(code, failures, accumulated=True)
-                return None
+            entries, recompile_reason = ready
             if recompile_reason is not None:
                 log_recompiles.info("Recompiling %s: %s", _where(code), recompile_reason)
             try:
@@ -406,6 +415,27 @@ class ConvertFrame:
         _record(CompileRecord(code, reason=message, recompile_reason=recompile_reason))
         return None
 
+    def _may_compile(self, frame: Any) -> tuple[list, str | None] | None:
+        """(this backend's cached versions, why it recompiles) when `frame` is to be compiled
+        now, or None when it runs as it is (another thread compiled it meanwhile, or a cache
+        limit is hit). Called with the compile lock held."""
+        code = frame.f_code
+        touched_codes.add(code)
+        entries = _C.get_cache_entries(code, self)  # this backend's versions
+        if any(check_fn(*frame.args, frame.f_globals, frame.closure) for check_fn, _ in entries):
+            # Another thread compiled this version while we waited for the lock: this one
+            # call runs unmodified; later calls hit the cache.
+            return None
+        failures = self._guard_failures(frame, entries)
+        recompile_reason = _recompile_reason(failures)
+        if len(_C.get_cache_entries(code)) >= _version_limit(code):
+            self._hit_limit(code, failures)
+            return None
+        if _cached_versions() >= config.accumulated_cache_size_limit:
+            self._hit_limit(code, failures, accumulated=True)
+            return None
+        return entries, recompile_reason
+
     def _internal_error(self, code, exc: Exception) -> None:
         if isinstance(exc, BackendError):
             message = str(exc)
@@ -418,12 +448,19 @@ class ConvertFrame:
             f"{message}. Set dynamo.config.suppress_errors = False to raise instead.",
             RuntimeWarning,
         )
-        log_breaks.info("Internal error compiling %s:\n%s", _where(code), traceback.format_exc())
+        if log_breaks.isEnabledFor(logging.INFO):
+            log_breaks.info("Internal error compiling %s:\n%s", _where(code),
+                            traceback.format_exc())
         _record(CompileRecord(code, reason=f"internal error: {message}"))
-        # Remembered for this callback only: another backend may compile this code.
+        self._mark_failed(code)
+        return None
+
+    def _mark_failed(self, code: types.CodeType) -> None:
+        # Remembered for this callback only: another backend may compile this code. (Also in
+        # the C cache, so later calls run the code without calling back; reset() clears both.)
         self.failed.add(code)
         touched_codes.add(code)
-        return None
+        _C.set_code_failed(code, self)
 
     def _log(self, compiled: CompiledFrame) -> None:
         gm = compiled.result.graph_module if compiled.result is not None else None

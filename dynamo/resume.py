@@ -47,8 +47,8 @@ from .bytecode_analysis import CodeMap
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
-           "super_receiver", "passed_cells", "prologue_length",
-           "STACK_PREFIX"]
+           "super_receiver", "passed_cells", "prologue_length", "empty_breaks",
+           "note_empty_breaks", "STACK_PREFIX"]
 
 STACK_PREFIX = "___stack"
 
@@ -82,6 +82,25 @@ _plain_loops = CodeMap()
 #: loop body functions and the resume functions made from them: their arguments change on every
 #: iteration, so they keep few versions (see convert_frame)
 _loop_lineage = CodeMap()
+
+
+#: resume code -> how many graph breaks in a row, each with no graph before it, led to it
+#: (`dynamo.config.max_empty_breaks`)
+_empty_breaks = CodeMap()
+
+
+def empty_breaks(code: types.CodeType) -> int:
+    """How many graph breaks in a row with no graph before them led to `code` (0 for a user
+    function, or a resume function after a graph)."""
+    return _empty_breaks.get(code, 0)
+
+
+def note_empty_breaks(code: types.CodeType, count: int) -> None:
+    """A compile continued in resume function `code` after `count` breaks in a row with no
+    graph. (Resume code is shared by every version of its caller: the smallest count wins, so
+    a version that captured a graph keeps the chain compiled.)"""
+    known = _empty_breaks.get(code)
+    _empty_breaks[code] = count if known is None else min(known, count)
 
 
 def mark_loop_body(code: types.CodeType) -> None:

@@ -66,29 +66,34 @@ class SideEffects:
         self.load(gen)
         self.store(gen)
 
+    def _changes(self) -> list[tuple]:
+        """Every change, in the order it is replayed: attributes in the order of their first
+        write (an object's ``__dict__`` order and ``__setattr__`` calls as in Python), then
+        globals (a new one's place in the module's dict), cells and lists."""
+        out: list[tuple] = [("attr", obj, name, value) for obj, name, value in self.attrs.values()]
+        out += [("global", name, value) for name, value in self.globals.items()]
+        out += [("cell", name, value) for name, value in self.cells.items()]
+        out += [("list", lst) for lst in self.lists.values()]
+        return out
+
     def load(self, gen: "Codegen") -> int:
-        """Push the new value of everything that changed (lists: the new item list); returns how
-        many values were pushed. Loading them all before storing any keeps one store from
-        changing what another reads."""
-        for _, _, value in self.attrs.values():
-            gen.reconstruct(value)
-        for value in self.globals.values():
-            gen.reconstruct(value)
-        for value in self.cells.values():
-            gen.reconstruct(value)
-        for lst in self.lists.values():
-            for item in lst.items:
-                gen.reconstruct(item)
-            gen.extend(ins.build_list(len(lst.items)))
-        return len(self.attrs) + len(self.globals) + len(self.cells) + len(self.lists)
+        """Push the new value of everything that changed (lists: the new item list), the last
+        change's deepest, so `store` pops them in replay order; returns how many values were
+        pushed. Loading them all before storing any keeps one store from changing what
+        another reads."""
+        changes = self._changes()
+        for change in reversed(changes):
+            if change[0] == "list":
+                for item in change[1].items:
+                    gen.reconstruct(item)
+                gen.extend(ins.build_list(len(change[1].items)))
+            else:
+                gen.reconstruct(change[-1])
+        return len(changes)
 
     def store(self, gen: "Codegen") -> None:
-        """With what `load` pushed on the stack: make the changes."""
-        stores: list[Any] = [("attr", obj, name) for obj, name, _ in self.attrs.values()]
-        stores += [("global", name) for name in self.globals]
-        stores += [("cell", name) for name in self.cells]
-        stores += [("list", lst) for lst in self.lists.values()]
-        for store in reversed(stores):
+        """With what `load` pushed on the stack: make the changes, in replay order."""
+        for store in self._changes():
             kind = store[0]
             if kind == "attr":
                 store[1].source.reconstruct(gen)

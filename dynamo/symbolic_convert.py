@@ -11,14 +11,17 @@ One handler method per opcode, named after it; the dispatch table is built once 
 
 from __future__ import annotations
 
+import gc
 import inspect
 import operator
 import os
 import time
 import types
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 from bytecode import CellVar, FreeVar, Instr, Label
 from bytecode.instr import BinaryOp, Compare
 
@@ -31,7 +34,8 @@ from .guards import Guard, build_check_fn
 from .loops import plan_loop
 from .region_body import exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
-from .resume import STACK_PREFIX, passed_cells, plain_loop_reason, prologue_length
+from .resume import (STACK_PREFIX, empty_breaks, passed_cells, plain_loop_reason,
+                     prologue_length)
 from .side_effects import SideEffects
 from .source import (ClosureCellSource, ClosureSource, GlobalSource, LocalSource, Source,
                      guard_parameter)
@@ -50,9 +54,11 @@ from .variables import (
 )
 from .variables.builder import wrap_constant
 from .variables.constant import _immutable as is_immutable
-from .variables.constant import SymIntVariable, run_user_op, user_error
+from .variables.constant import (SymIntVariable, UnspecializedScalarVariable, run_user_op,
+                                 user_error)
 from .variables.containers import DictViewVariable, _Sequence, iterate
 from .variables.lazy import LazyVariable, realize
+from .variables.opaque import OpaqueObjectVariable
 
 __all__ = ["InstructionTranslator", "CompiledFrame", "trace_frame"]
 
@@ -295,6 +301,9 @@ class InstructionTranslator:
         if self.region_at(index) is not None:
             return "region"
         inst = self.instructions[index]
+        if inst.name in ("DELETE_FAST", "STORE_FAST") and \
+                not self.info.in_exception_block(index):
+            return "at"  # (only `check_drop` raises there)
         # (3.12+: a LOAD_ATTR with the method bit pushes a NULL, as 3.11's LOAD_METHOD)
         if (inst.name in BREAKABLE and not compat.attr_is_method(inst)
                 and not self.info.in_exception_block(index)):
@@ -375,6 +384,8 @@ class InstructionTranslator:
                              consumed=len(self.stack), run=[], locals=dict(self.locals),
                              continuations=[(index, 0, live)], untouched_args=untouched,
                              region=region, region_body=body)
+        if kind == "at" and inst.name in ("DELETE_FAST", "STORE_FAST"):
+            return self._drop_exit(index, inst)
         span = 1  # (how many of the frame's instructions `run` stands for)
         pushed_layout = None  # (NULL slots the continuation's stack has that `run` did not push)
         if kind in ("before", "loop"):
@@ -417,6 +428,22 @@ class InstructionTranslator:
             continuations.append((target, pushed_layout or pushed, tuple(sorted(names))))
         return BreakExit(index=index, reason="", stack=list(self.stack), consumed=consumed,
                          run=run, locals=dict(self.locals), continuations=continuations,
+                         untouched_args=untouched)
+
+    def _drop_exit(self, index: int, inst: Instr) -> BreakExit:
+        """The graph ends at a ``del x`` (or a store into `x`) that may free an object whose
+        death runs code (`check_drop`): the transformed code lets go of the old value right
+        there (it is not passed on, and an argument slot holding it is cleared), then the resume
+        function continues after the ``del``, or runs the store itself (the new value is on
+        its stack; `x` unbound)."""
+        name = inst.arg
+        target = index + 1 if inst.name == "DELETE_FAST" else index
+        untouched = frozenset(n for n in self.argnames
+                              if n not in self.locals and n not in self.deleted and n != name)
+        live = (self.info.live_locals(target) | self.kept_alive(untouched)) - {name}
+        return BreakExit(index=index, reason="", stack=list(self.stack), consumed=0, run=[],
+                         locals={n: vt for n, vt in self.locals.items() if n != name},
+                         continuations=[(target, 0, tuple(sorted(live)))],
                          untouched_args=untouched)
 
     def _bool_then_jump(self, index: int) -> bool:
@@ -513,6 +540,7 @@ class InstructionTranslator:
         self.deleted.add(name)
 
     def STORE_FAST(self, inst: Instr) -> None:
+        self.check_drop(inst)
         value = self.stack.pop()  # moving a value does not look at it (it may stay lazy)
         if isinstance(value, NullVariable):  # (restoring an unbound local: LOAD_FAST_AND_CLEAR)
             self.locals.pop(inst.arg, None)
@@ -532,14 +560,44 @@ class InstructionTranslator:
             value.node.meta["named"] = True
 
     def DELETE_FAST(self, inst: Instr) -> None:
+        self.check_drop(inst)
         self.locals.pop(inst.arg, None)
         self.deleted.add(inst.arg)
+
+    def check_drop(self, inst: Instr) -> None:
+        """`del x` / ``x = ...``: the translator only simulates it, and the transformed code
+        lets go of the old value where the graph ends, after what follows has read globals and
+        attributes. When that value may hold the last reference to an object whose death runs
+        code (``__del__``, a weakref callback, a code object's free functions), the graph ends
+        here instead (`_drop_exit`), so the object dies before anything after it runs, as in
+        plain Python. Array values and constants never stop the graph."""
+        name = inst.arg
+        if not isinstance(name, str) or name.startswith("___"):
+            return  # (npdynamo's own locals: a resume function moving its stack values)
+        if name in self.locals:
+            old = self.locals[name]
+        elif name in self.argnames and name not in self.deleted and \
+                name not in self.passed_cells:
+            old = LazyVariable(self, LocalSource(name, False), self.frame.f_locals[name])
+        else:
+            return
+        if _drop_may_run_code(old, self.owns):
+            what = "del" if inst.name == "DELETE_FAST" else "rebinding"
+            raise Unsupported(
+                f"{what} of local {name!r} may free an object whose finalizer or weakref "
+                f"callback runs code: the graph ends here, so it runs before what follows",
+                self.user_location())
+
+    def owns(self, source: Source) -> bool:
+        """Whether a value read from `source` may be referenced by this frame only (an argument
+        of the frame; anything read from a global, a cell or an object is held there too)."""
+        return isinstance(source, LocalSource)
 
     def LOAD_CONST(self, inst: Instr) -> None:
         if inst.arg is ins.Held:  # (3.10: a resume function's prologue rebuilding a NULL)
             self.push(_HeldMaker())
             return
-        self.push(wrap_constant(inst.arg))
+        self.push(wrap_constant(inst.arg, literal=True))
 
     def LOAD_GLOBAL(self, inst: Instr) -> None:
         value = self.load_global(compat.global_name(inst))
@@ -685,9 +743,34 @@ class InstructionTranslator:
         store = getattr(obj, "store_attr", None)
         if store is None:
             raise Unsupported(f"setting attribute {inst.arg!r} of {obj.describe()}")
+        # (the write is replayed after the graph: the old value must not die after later reads)
+        pending = self.root().side_effects.pending_attr(obj, inst.arg)
+        if pending is not None:
+            self.check_replaced(f"attribute {inst.arg!r}", pending, lambda _: True)
+        elif "value" in getattr(realize(obj), "__dict__", ()):
+            old = _instance_value(realize(obj).value, inst.arg)
+            if old is _UNKNOWN or (old is not _ABSENT and _object_may_run_code(old)):
+                self.check_replaced(f"attribute {inst.arg!r}", None, None)
         store(self, inst.arg, value)
 
+    def check_replaced(self, what: str, old: VariableTracker | None,
+                       owns: Callable[[Source], bool] | None) -> None:
+        """Raise (a graph break at this write, which then runs in plain Python in order) when
+        the value `what` holds may die with this write and its death runs code: `old` (a
+        tracker, checked with `owns`), or None when the caller already found that it may."""
+        if old is not None and not _drop_may_run_code(old, owns):
+            return
+        raise Unsupported(
+            f"replacing {what} may free an object whose finalizer or weakref callback runs "
+            f"code: the graph ends here, so it runs before what follows", self.user_location())
+
     def STORE_GLOBAL(self, inst: Instr) -> None:
+        source = GlobalSource(inst.arg)
+        if source in self.output.wrapped:  # (read or written in this trace)
+            self.check_replaced(f"global {inst.arg!r}", self.output.wrapped[source],
+                                lambda s: s == source or self.owns(s))
+        elif _object_may_run_code(self.frame.f_globals.get(inst.arg)):
+            self.check_replaced(f"global {inst.arg!r}", None, None)
         value = self.stack.pop()
         self.output.wrapped[GlobalSource(inst.arg)] = value  # later reads see the new value
         self.root().side_effects.globals[inst.arg] = value
@@ -838,6 +921,9 @@ class InstructionTranslator:
             return False
         consts = [v for v, scalar in zip((a, b), scalars) if scalar]
         if consts and consts[0].as_python_constant() is None:
+            other = b if consts[0] is a else a
+            if isinstance(other, OpaqueObjectVariable):  # (no guard says what it is yet)
+                return other.is_none(self)
             return False  # a graph value or container is never None
         if any(isinstance(v, (ListVariable, DictVariable)) for v in (a, b)):
             return False  # (one list or dict object has one tracker: `VariableBuilder`)
@@ -1221,6 +1307,102 @@ BREAKABLE = frozenset({
 _CONDITIONAL_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 
 
+_ABSENT = object()
+
+
+_UNKNOWN = object()
+
+
+def _instance_value(obj: Any, name: str) -> Any:
+    """What `obj` holds under `name` itself (not its class), read without running the user's
+    code and without making its ``__dict__`` (3.11+ keeps an instance's attributes without a
+    dict object until one is asked for: making one shows in the garbage collector's counts);
+    `_ABSENT` when it holds nothing there, `_UNKNOWN` when that cannot be read safely."""
+    typ = type(obj)
+    found = _ABSENT  # (the class attribute of that name)
+    has_dict = False
+    for klass in typ.__mro__:
+        namespace = vars(klass)
+        if found is _ABSENT and name in namespace:
+            found = namespace[name]
+        has_dict = has_dict or "__dict__" in namespace
+    if found is not _ABSENT:
+        kind = type(found)
+        if hasattr(kind, "__set__") or hasattr(kind, "__delete__"):
+            return _ABSENT  # (a property or slot: the write goes through it, no instance value)
+        if hasattr(kind, "__get__") and not isinstance(
+                found, (types.FunctionType, staticmethod, classmethod)):
+            return _UNKNOWN  # (reading would run its __get__)
+    if not has_dict:
+        return _ABSENT
+    try:
+        value = object.__getattribute__(obj, name)
+    except AttributeError:
+        return _ABSENT
+    if found is not _ABSENT and (value is found or value is getattr(found, "__func__", None)
+                                 or isinstance(value, types.MethodType)):
+        return _ABSENT  # (the class's attribute, not one of the instance)
+    return value
+
+#: Values whose death runs no code and that hold no other object.
+_INERT_TYPES = (int, float, complex, bool, str, bytes, type(None), range, slice)
+#: Objects whose death may run code of their own, or other extensions' (a code object's
+#: co_extra free functions; a function or method holds a code object; a generator's close()).
+_DEATH_RUNS_CODE = (types.FunctionType, types.CodeType, types.MethodType, types.GeneratorType,
+                    types.CoroutineType, types.AsyncGeneratorType, types.FrameType)
+#: Objects looked at per check before giving up (and ending the graph).
+_DROP_BUDGET = 256
+
+
+def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0) -> bool:
+    """Whether letting go of `vt` may free an object whose death runs code (`check_drop`). A
+    value read from a source the frame does not own is held there too; arrays and symbolic
+    scalars are not looked at (deleting arrays is common and their death runs nothing)."""
+    if isinstance(vt, LazyVariable):
+        return owns(vt.source) and _object_may_run_code(vt.value)
+    if isinstance(vt, (NDArrayVariable, SymIntVariable, UnspecializedScalarVariable,
+                       NullVariable)):
+        return False
+    source = getattr(vt, "source", None)
+    if source is not None and not owns(source):
+        return False
+    if isinstance(vt, ConstantVariable):
+        return not is_immutable(vt.value) and _object_may_run_code(vt.value)
+    if isinstance(vt, (_Sequence, DictVariable)):
+        items = vt.items.values() if isinstance(vt, DictVariable) else vt.items
+        return depth > 4 or any(_drop_may_run_code(item, owns, depth + 1) for item in items)
+    if "value" in getattr(vt, "__dict__", ()):  # (the object a tracker stands for)
+        return _object_may_run_code(vt.value)
+    return True  # (a tracker for something made in the frame: unknown)
+
+
+def _object_may_run_code(obj: Any) -> bool:
+    """Whether freeing `obj` may run code: it, or an object it references (looked at up to
+    `_DROP_BUDGET` objects), has a finalizer or weak references, or is a function, code
+    object or generator. Classes and modules are held by their modules and not looked at."""
+    seen: set[int] = set()
+    work = [obj]
+    budget = _DROP_BUDGET
+    while work:
+        item = work.pop()
+        if id(item) in seen or type(item) in _INERT_TYPES or isinstance(
+                item, (type, types.ModuleType, types.BuiltinFunctionType)):
+            continue
+        seen.add(id(item))
+        budget -= 1
+        if budget < 0 or isinstance(item, _DEATH_RUNS_CODE) or hasattr(type(item), "__del__"):
+            return True
+        try:
+            if weakref.getweakrefcount(item):
+                return True
+        except TypeError:  # (not weakly referenceable)
+            pass
+        if isinstance(item, (np.ndarray, np.generic)):
+            continue  # (an array's base is an array or a buffer: nothing runs when it dies)
+        work.extend(gc.get_referents(item))
+    return False
+
+
 class ArrayRowIterator(VariableTracker):
     """``for row in x``: each row is read when its iteration starts (x[i] then), so a change to
     x made by an earlier iteration is seen, as in Python (reading every row up front is not)."""
@@ -1325,6 +1507,9 @@ class InliningTranslator(InstructionTranslator):
         self.locals = dict(local_values)
         self.argnames = ()
         self.yielded: list[VariableTracker] = []
+
+    def owns(self, source: Source) -> bool:
+        return False  # (what the caller passed in, the caller holds too)
 
     def total_steps(self) -> int:
         return self.steps + self.parent.total_steps()
@@ -1637,6 +1822,22 @@ def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:
     exit.continuations = [(index, 0, plan.carried)]  # (what is stored before the driver runs)
 
 
+def _count_empty_break(tx: InstructionTranslator, exit: BreakExit) -> None:
+    """A graph break with no graph before it: count it with the breaks in a row that led to
+    this frame. Every break compiles a resume function holding the rest of the function, so k
+    such breaks (280 attribute reads through ``__getattr__``) cost compile time quadratic in k,
+    for nothing: without a graph the transformed code only does in Python what the original
+    does (side effects replayed, values passed on). Past `config.max_empty_breaks` the frame is
+    not compiled and the rest of the function runs in plain Python."""
+    exit.empty_breaks = empty_breaks(tx.code) + 1
+    limit = config.max_empty_breaks
+    if exit.empty_breaks > limit:
+        raise Unsupported(
+            f"{limit} graph breaks in a row captured no graph: the rest of the function runs "
+            f"in plain Python (dynamo.config.max_empty_breaks = {limit}); the next break: "
+            f"{exit.reason}")
+
+
 def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
                      started: float) -> CompiledFrame | None:
     """The one way a trace ends: compile the graph so far with the values the rest of the frame
@@ -1669,6 +1870,9 @@ def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
     result = tx.output.compile(values, started, single_output=single)
     if result is None and isinstance(exit, ReturnExit) and not effects and not exit.cells:
         return None
+    if (isinstance(exit, BreakExit) and result is None and exit.region is None
+            and exit.loop_plan is None):
+        _count_empty_break(tx, exit)
     try:
         new_code = transform_code(tx.code, result, exit, tx.lineno)
     except Unsupported as exc:

@@ -82,12 +82,16 @@ def _tracks_mutation(value: Any) -> bool:
     return type(value) in (list, dict) or _is_user_object(value)
 
 
-def wrap_constant(value: Any) -> VariableTracker:
-    """A VariableTracker for a value computed while tracing."""
+def wrap_constant(value: Any, literal: bool = False) -> VariableTracker:
+    """A VariableTracker for a value computed while tracing, or with `literal` a constant of
+    the code (LOAD_CONST: a tuple stays that very object when it is rebuilt)."""
     if isinstance(value, Sym):
         return SymIntVariable(value)
     if isinstance(value, tuple):
-        return TupleVariable([wrap_constant(v) for v in value])
+        out = TupleVariable([wrap_constant(v, literal) for v in value])
+        if literal:
+            out.literal = value
+        return out
     if isinstance(value, list):
         return ListVariable([wrap_constant(v) for v in value])
     if isinstance(value, types.ModuleType):
@@ -97,7 +101,9 @@ def wrap_constant(value: Any) -> VariableTracker:
     if isinstance(value, dict):
         return DictVariable({k: wrap_constant(v) for k, v in value.items()})
     if hasattr(type(value), "__next__"):  # an iterator over constants (reversed(), zip(), ...)
-        return IteratorVariable([wrap_constant(v) for v in value])
+        # (its type: rebuilt as a tuple iterator only where nothing can tell, see iterate())
+        kind = None if type(value) is type(iter(())) else type(value)
+        return IteratorVariable([wrap_constant(v) for v in value], kind)
     return ConstantVariable(value)
 
 

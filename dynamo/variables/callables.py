@@ -147,7 +147,7 @@ def _len(tx, args, kwargs):
             raise user_error(TypeError, "len() of unsized object (a 0-d array)")
         from .builder import wrap_constant
 
-        return wrap_constant(arg.meta.shape[0])  # (a SymIntVariable for a dynamic size)
+        return wrap_constant(arg.dim(0))  # (a SymIntVariable for a dynamic size)
     if isinstance(arg, (_Sequence, DictVariable)):
         return ConstantVariable(len(arg.items))
     if isinstance(arg, DictViewVariable):
@@ -277,6 +277,12 @@ def _getattr(tx, args, kwargs):
     name = args[1].as_python_constant()
     if not isinstance(name, str):
         raise user_error(TypeError, "attribute name must be string")
+    if len(args) == 3:
+        from .opaque import OpaqueObjectVariable
+
+        if isinstance(args[0], OpaqueObjectVariable):  # (whether the default is taken)
+            raise Unsupported(f"getattr() with a default of {args[0].describe()}: npdynamo "
+                              "does not trace this type")
     try:
         return args[0].var_getattr(tx, name)
     except UserCodeError as exc:
@@ -286,6 +292,10 @@ def _getattr(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
+    from .opaque import OpaqueObjectVariable
+
+    if args and isinstance(args[0], OpaqueObjectVariable):  # (no guard could keep the answer)
+        raise Unsupported(f"hasattr() of {args[0].describe()}: npdynamo does not trace this type")
     try:
         _getattr(tx, args, kwargs)
     except UserCodeError as exc:

@@ -115,8 +115,10 @@ class ConstantVariable(VariableTracker):
 
             from fx.symbolic import Sym
 
-            self.value = slice(*(operator.index(v) if isinstance(v, Sym) else v
-                                 for v in (self.value.start, self.value.stop, self.value.step)))
+            parts = (self.value.start, self.value.stop, self.value.step)
+            if any(isinstance(v, Sym) for v in parts):  # (else kept: one object, as in Python)
+                self.value = slice(*(operator.index(v) if isinstance(v, Sym) else v
+                                     for v in parts))
         if not _immutable(self.value) and self.made_by is not None:
             fn, args, kwargs = self.made_by
             codegen.extend(ins.with_null(ins.load_const(fn)))

@@ -90,6 +90,23 @@ class _Sequence(VariableTracker):
 class TupleVariable(_Sequence):
     kind = tuple
     build = staticmethod(ins.build_tuple)
+    #: built once where it is needed twice (``t = (x, y); g(t)`` at a break passes the object
+    #: that ``t`` holds: ``g(t) is t`` as in Python)
+    has_identity = True
+    #: the tuple object itself when it is a constant of the code (LOAD_CONST): reloaded as
+    #: that constant, so it is the same object on every call, as in Python
+    literal: "tuple | None" = None
+
+    def as_python_constant(self) -> Any:
+        if self.literal is not None:  # (the object itself: a dict key rebuilt is the same one)
+            return self.literal
+        return super().as_python_constant()
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        if self.source is None and self.literal is not None:
+            codegen.extend(ins.load_const(self.literal))
+            return
+        super().reconstruct(codegen)
 
 
 class ListVariable(_Sequence):
@@ -176,8 +193,27 @@ class DictVariable(VariableTracker):
         codegen.extend(ins.build_map(len(self.items)))
 
 
+_LIST_ITERATOR, _LIST_REVERSED = type(iter([])), type(reversed([]))
+_RANGE_ITERATOR = type(iter(range(1)))
+
+
+def _as_range(values: list) -> range | None:
+    """A range that yields `values` (ints in one step), or None."""
+    if any(type(v) is not int for v in values):
+        return None
+    if len(values) < 2:
+        return range(values[0], values[0] + 1) if values else range(0)
+    step = values[1] - values[0]
+    if step == 0 or any(b - a != step for a, b in zip(values, values[1:])):
+        return None
+    return range(values[0], values[-1] + step, step)
+
+
 class IteratorVariable(VariableTracker):
     """An iterator over known items (GET_ITER on a tuple, list, range or small array)."""
+
+    #: built once where it is needed twice: two names for one iterator advance together
+    has_identity = True
 
     def __init__(self, items: list[VariableTracker], kind: type | None = None) -> None:
         self.items = items
@@ -201,12 +237,28 @@ class IteratorVariable(VariableTracker):
 
     def reconstruct(self, codegen: "Codegen") -> None:
         # An iterator over the items not consumed yet (the translator made it from a sequence it
-        # knows; no one else holds it, e.g. the one a comprehension is about to consume).
-        if self.kind is not None:
+        # knows; no one else holds it, e.g. the one a comprehension is about to consume), of
+        # the type Python made: ``reversed(list)``, ``iter(range(...))``.
+        rest = self.items[self.index:]
+        if self.kind is _LIST_REVERSED:
+            codegen.extend(ins.with_null(ins.load_const(reversed)))
+            for item in reversed(rest):
+                codegen.reconstruct(item)
+            codegen.extend(ins.build_list(len(rest)) + ins.call(1))
+            return
+        if self.kind is _RANGE_ITERATOR:
+            span = _as_range([item.as_python_constant() if item.is_python_constant() else None
+                              for item in rest])
+            if span is None:
+                raise Unsupported(f"cannot rebuild a {self.describe()} over these items")
+            codegen.extend(ins.load_const(span) + ins.get_iter())
+            return
+        if self.kind is not None and self.kind is not _LIST_ITERATOR:
             raise Unsupported(f"cannot rebuild an {self.describe()} (its type would change)")
-        for item in self.items[self.index:]:
+        for item in rest:
             codegen.reconstruct(item)
-        codegen.extend(ins.build_tuple(len(self.items) - self.index) + ins.get_iter())
+        build = ins.build_list if self.kind is _LIST_ITERATOR else ins.build_tuple
+        codegen.extend(build(len(rest)) + ins.get_iter())
 
     def next(self) -> VariableTracker | None:
         if self.index >= len(self.items):
@@ -219,6 +271,8 @@ class IteratorVariable(VariableTracker):
 class DictViewVariable(VariableTracker):
     """``d.keys()``, ``d.values()``, ``d.items()`` of a dict tracker: a view, as in Python (it
     shows later changes of the dict and has the view's type), not a list."""
+
+    has_identity = True  # (one view object for every name of it, as in Python)
 
     def __init__(self, d: DictVariable, kind: str) -> None:
         self.d = d

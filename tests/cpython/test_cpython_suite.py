@@ -103,34 +103,27 @@ QUICKENING = Known(
     "Issue 8 excepts test_dis's quickening checks.",
     open_bug=False)
 GC_GARBAGE = Known(
-    "OPEN (C hook / compile callback, csrc/): with graph breaks a compile happens in the middle "
-    "of the user's function; what it keeps (cache entry, guards, code, CodeInfo of the "
-    "resume function: ~120 container objects) shows in gc.get_count() (test_get_count: 761, "
-    "not < 5) and between two gc.get_objects() calls (test_get_objects_arguments, test_slots), "
-    "and its allocations can start an automatic collection whose gc.callbacks the test sees "
-    "(test_collect_garbage); the frame that ran up to a break joins a cycle made by "
-    "sys._getframe() in a callee (test_frame). Needs the hook to restore the gen-0 count and "
-    "hold collections off around the callback. (Fixed: Capture scopes, bytecode's "
-    "ControlFlowGraph and the translator's models were cycles after every compile, "
-    "test_saveall / test_resurrection_...; repro test_self_referencing_list_leaves_no_garbage.)")
-LIFETIME = Known(
-    "OPEN (guards/cache entries): objects seen by the translator stay alive (code objects in "
-    "guards), so refcounts / weakref callbacks / finalizers can happen later than in plain "
-    "Python. (`del` after a graph break frees the object since the hook hands references "
-    "over at frame start.) Repro: test_translation_keeps_nothing_alive.")
+    "OPEN, not analysed: the second collection reports 4 uncollectable objects, not 2 "
+    "(3.10: the first, 8 != 4), on every version, with the tree of 2026-11-25 00:55 too; "
+    "not the compile's own collections (held off now); a standalone copy of the test (same "
+    "callbacks, Uncollectable, C1055820) behaves the same plain and captured, so it depends "
+    "on what the earlier tests of the module compiled. "
+    "(Fixed in the C hook, csrc/gc_quiet.c: a compile in the middle of the user's function "
+    "no longer shows in gc.get_count() (test_get_count), gc.get_objects() "
+    "(test_get_objects_arguments, test_descr's test_slots) or as an automatic collection "
+    "(test_bug1055820c); repros test_compile_at_a_break_*, "
+    "test_no_automatic_collection_inside_a_compile.)")
+FRAME_CYCLE = Known(
+    "OPEN (resume functions, dynamo/resume.py; not the collector): test_frame's f() calls "
+    "sys._getframe(), whose frame object materialises its caller's as f_back when f returns; "
+    "the caller is the captured test function, and the frame that ran up to the graph break "
+    "at gc.collect() is not the one running after it (the resume function's): dead, it is "
+    "garbage together with f's frame cycle, so gc.collect() returns 2, not 1.")
 RESUME_VISIBLE = Known(
     "OPEN (dynamo/resume.py, codegen): resume functions are tail calls named like the "
     "function (one frame, the right caller), but a frame object taken from a traceback is "
     "the frame that ran up to the graph break, not the one running now (its f_lineno stays "
     "at the break).")
-CO_EXTRA = Known(
-    "OPEN (translator, dynamo/symbolic_convert.py; no longer co_extra: npdynamo gives no code "
-    "object a co_extra array, and `del` after a graph break now frees the object): the "
-    "translator simulates `del f` without running it, so `self.assertEqual(LAST_FREED, 100)` "
-    "reads the global before the object dies and its free function (a finalizer) sets it: a "
-    "`del` that may drop a last reference is moved after the reads that follow it. (3.13's "
-    "test calls gc_collect() between the `del` and the read, so the `del` runs first there.)",
-    versions=(PY310, PY311, PY312))
 RECOMPILE_WARNING = Known(
     "npdynamo warns once when a function hits dynamo.config.cache_size_limit (issue 7 asks "
     "for this warning); the test compares the exact stderr of a recursion that recompiles "
@@ -145,11 +138,6 @@ SETTRACE_IN_CALLEE = Known(
     "the caller's f_trace (test_sys_settrace's settrace_and_return/raise); the rest of the "
     "caller then runs as a resume function, a new frame, so the tracer sees a call event "
     "and its lines. (Frames that call sys.settrace themselves are never split.)")
-GC_TIMING = Known(
-    "OPEN, timing (GC generations): the test needs a gen-0 collection to happen only in its "
-    "final loop; a compile in the middle of the function (graph breaks) allocates enough to run "
-    "one earlier, which moves a live object to an older generation. Passes or fails with the "
-    "compiler's allocation count.", flaky=True)
 PEP523_STOP_ITERATION = Known(
     "CPython 3.12+ (not npdynamo): while any PEP 523 frame evaluator is installed, SEND does "
     "not run a sub-generator/coroutine inline; its StopIteration is reported to sys.monitoring "
@@ -162,10 +150,14 @@ DEL_IN_BODY_310 = Known(
     "issue 8), and on 3.10 the object outlives the call (test_3611 checks the finalizer ran "
     "inside its `with`).", versions=(PY310,))
 SIGINT = Known(
-    "OPEN, flaky (C hook / Ctrl-C safety): _testcapi.raise_SIGINT_then_send_None: the "
-    "KeyboardInterrupt was once lost under capture (the generator saw no exception); "
-    "suspected: npdynamo Python code (weakref callbacks, guards) runs where the pending "
-    "signal is delivered and swallowed.", flaky=True)
+    "OPEN, flaky, not reproduced since (helper-33, 2026-11-25): _testcapi."
+    "raise_SIGINT_then_send_None: the generator saw no KeyboardInterrupt ('FAILED') in 13 "
+    "runs in a row of `-k test_raise_and_yield_from` under capture while other edits of the "
+    "translator were in progress, then in none of 50 runs (3.10-3.13, also with gc threshold "
+    "1 and a reset per run). The hook runs no Python code for a generator's frame (it hands "
+    "it to CPython's evaluator before anything else), and a signal storm (SIGINT every "
+    "0.5-10 ms while compiling, ~2000 interrupts) lost none: each reached the user, none was "
+    "reported unraisable.", flaky=True)
 
 
 def _ids(module: str, known: Known, *names: str) -> dict[str, Known]:
@@ -180,7 +172,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
         "test_load_attr_specialize", "test_call_specialize", "test_extended_arg_quick",
         "test_show_caches"))),
     **_ids("test_generators", SIGINT, "SignalAndYieldFromTest.test_raise_and_yield_from"),
-    **_ids("test_code", CO_EXTRA, "CoExtra.test_free_called"),
     **_ids("test_sys_settrace", SETTRACE_IN_CALLEE, *(
         f"{case}.{name}" for case in ("SkipLineEventsTraceTestCase", "TraceOpcodesTestCase",
                                       "TraceTestCase")
@@ -193,11 +184,8 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
         f"{case}.test_20_async_for_loop" for case in (
             "SkipLineEventsTraceTestCase", "TraceOpcodesTestCase", "TraceTestCase",
             "TestLinesAfterTraceStarted", "TestSetLocalTrace"))),
-    **_ids("test_descr", GC_GARBAGE, "ClassPropertiesAndMethods.test_slots"),
-    **_ids("test_gc", GC_GARBAGE, "GCCallbackTests.test_collect_garbage",
-            "GCTests.test_frame", "GCTests.test_get_count",
-            "GCTests.test_get_objects_arguments"),
-    **_ids("test_gc", GC_TIMING, "GCTogglingTests.test_bug1055820c"),
+    **_ids("test_gc", GC_GARBAGE, "GCCallbackTests.test_collect_garbage"),
+    **_ids("test_gc", FRAME_CYCLE, "GCTests.test_frame"),
     **_ids("test_dis", FRAME_CODE, "BytecodeTests.test_from_traceback_dis",
             *(f"{case}.{name}" for case in ("TestDisTraceback", "TestDisTracebackWithFile")
               for name in ("test_distb_explicit_arg", "test_distb_last_traceback"))),
@@ -209,7 +197,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
     **_ids("test_traceback", on(RECOMPILE_WARNING, PY313),
             "TestTracebackFormat.test_recursive_traceback",
             "TestFallbackTracebackFormat.test_recursive_traceback"),
-    **_ids("test_coroutines", LIFETIME, "CoroutineTest.test_for_2"),
     **_ids("test_raise", DEL_IN_BODY_310, "TestContext.test_3611"),
 }
 
@@ -224,12 +211,7 @@ EXIT_CRASHES: dict[str, Known] = {}
 
 #: (module, substring of test ids) too slow under capture for CI: excluded from both runs
 #: unless DYNAMO_CPYTHON_TESTS=all.
-SLOW_UNDER_CAPTURE: dict[tuple[str, str], Known] = {
-    ("test_descr", "test_load_attr_extended_arg"): Known(
-        "OPEN (performance, dynamo/resume.py): 280 attribute reads through __getattr__ are "
-        "280 graph breaks; compile time grows ~n^2.3 (35 breaks 0.8 s, 140 breaks 19 s): "
-        "~60 s for this one test."),
-}
+SLOW_UNDER_CAPTURE: dict[tuple[str, str], Known] = {}
 
 _plain_cache: dict[tuple[str, tuple[str, ...]], dict] = {}
 

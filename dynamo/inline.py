@@ -50,6 +50,8 @@ class FunctionSpec:
     free: dict[str, Callable[[], "VariableTracker"]] = field(default_factory=dict)
     #: global name -> tracker; None: the caller's globals (the same module)
     load_global: Callable[[str], "VariableTracker"] | None = None
+    #: the ``__name__`` of the function's globals (warnings from its statements name it)
+    module: str | None = None
 
 
 def spec_for_function(tx: "InstructionTranslator", fn: types.FunctionType,
@@ -97,6 +99,8 @@ def spec_for_function(tx: "InstructionTranslator", fn: types.FunctionType,
             continue
         src = AttrSource(GetItemSource(AttrSource(source, "__closure__"), i), "cell_contents") if source else None
         spec.free[name] = _deferred(_cell_contents, wrap, cell, src, name)
+    module = fn.__globals__.get("__name__")
+    spec.module = module if isinstance(module, str) else None
     if fn.__globals__ is not tx.root().frame.f_globals:
         if source is None:
             raise Unsupported(f"{fn.__qualname__} comes from another module and was not read "
@@ -197,5 +201,7 @@ def inline_call(tx: "InstructionTranslator", spec: FunctionSpec, args: list["Var
         local_values[".0" if name == "implicit0" and ".0" in spec.code.co_varnames else name] = value
     inner = InliningTranslator(tx, spec.code, local_values, cells, free=spec.free,
                                load_global=spec.load_global)
+    if spec.module is not None:
+        inner.module_name = spec.module
     inner.run()
     return inner.return_value

@@ -440,7 +440,9 @@ def _locate(node: fx.Node, tx) -> None:
     root = tx.root()
     module = root.frame.f_globals.get("__name__")
     if tx.lineno is not None:
-        inner_module = module if tx.code.co_filename == root.code.co_filename else None
+        # (an inlined function's own module; a function made in the traced code: the frame's)
+        inner_module = getattr(tx, "module_name", None) or (
+            module if tx.code.co_filename == root.code.co_filename else None)
         node.meta["location"] = (tx.code.co_filename, tx.lineno, inner_module)
     position = root.position()
     if position is not None and position[0] is not None:

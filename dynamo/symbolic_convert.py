@@ -15,6 +15,7 @@ import gc
 import inspect
 import operator
 import os
+import sys
 import time
 import types
 import weakref
@@ -34,8 +35,8 @@ from .guards import Guard, build_check_fn
 from .loops import plan_loop
 from .region_body import exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
-from .resume import (STACK_PREFIX, empty_breaks, passed_cells, plain_loop_reason,
-                     prologue_length)
+from .resume import (STACK_PREFIX, empty_breaks, is_resume_code, passed_cells,
+                     plain_loop_reason, prologue_length)
 from .side_effects import SideEffects
 from .source import (ClosureCellSource, ClosureSource, GlobalSource, LocalSource, Source,
                      guard_parameter)
@@ -48,7 +49,9 @@ from .variables import (
     MethodVariable,
     NDArrayVariable,
     NullVariable,
+    NumpyFunctionVariable,
     TupleVariable,
+    UserFunctionVariable,
     VariableBuilder,
     VariableTracker,
 )
@@ -589,9 +592,13 @@ class InstructionTranslator:
                 self.user_location())
 
     def owns(self, source: Source) -> bool:
-        """Whether a value read from `source` may be referenced by this frame only (an argument
-        of the frame; anything read from a global, a cell or an object is held there too)."""
-        return isinstance(source, LocalSource)
+        """Whether a value read from `source` may be referenced by this frame only: an argument
+        of a resume function (the hook hands the references over when it starts). A function
+        called by Python code while a frame hook is installed gets its arguments from a caller
+        whose stack still holds them until the call returns (CPython does not move them into
+        the frame then), so dropping one frees nothing; anything read from a global, a cell or
+        an object is held there too."""
+        return isinstance(source, LocalSource) and is_resume_code(self.code)
 
     def LOAD_CONST(self, inst: Instr) -> None:
         if inst.arg is ins.Held:  # (3.10: a resume function's prologue rebuilding a NULL)
@@ -1371,9 +1378,29 @@ def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0) 
     if isinstance(vt, (_Sequence, DictVariable)):
         items = vt.items.values() if isinstance(vt, DictVariable) else vt.items
         return depth > 4 or any(_drop_may_run_code(item, owns, depth + 1) for item in items)
+    if isinstance(vt, (BuiltinVariable, NumpyFunctionVariable)):
+        return False  # (a builtin, ufunc or NumPy function: its module holds it)
+    if isinstance(vt, MethodVariable):  # (``x.sum``: an array's method)
+        return _drop_may_run_code(vt.obj, owns, depth + 1)
+    if isinstance(vt, NestedFunctionVariable):
+        # (its code is a constant of this code, its cells the frame's: only its defaults may
+        # hold something of the frame's own)
+        parts = [*(vt.defaults or ()), *((vt.kwdefaults or {}).values())]
+        return depth > 4 or any(_drop_may_run_code(part, owns, depth + 1) for part in parts
+                                if isinstance(part, VariableTracker))
+    if isinstance(vt, UserFunctionVariable) and _module_attribute(vt.value):
+        bound = getattr(vt, "bound_self", None)
+        return bound is not None and _drop_may_run_code(bound, owns, depth + 1)
     if "value" in getattr(vt, "__dict__", ()):  # (the object a tracker stands for)
         return _object_may_run_code(vt.value)
     return True  # (a tracker for something made in the frame: unknown)
+
+
+def _module_attribute(fn: Any) -> bool:
+    """`fn` is what its module's namespace holds under its name (so dropping a reference to it
+    frees nothing)."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    return module is not None and getattr(module, getattr(fn, "__name__", ""), None) is fn
 
 
 def _object_may_run_code(obj: Any) -> bool:
@@ -1410,6 +1437,7 @@ class ArrayRowIterator(VariableTracker):
     def __init__(self, tx: InstructionTranslator, array: NDArrayVariable) -> None:
         if array.meta.is_scalar or array.meta.ndim == 0:
             raise user_error(TypeError, "iteration over a 0-d array")
+        array.dim(0)  # (``for r in x[mask]``: how many rows depends on the data: Unsupported)
         self.tx = tx
         self.array = array
         self.index = 0
@@ -1418,7 +1446,7 @@ class ArrayRowIterator(VariableTracker):
         return "iterator over the rows of an array"
 
     def next(self) -> VariableTracker | None:
-        if self.index >= self.array.meta.shape[0]:
+        if self.index >= self.array.dim(0):
             return None
         row = self.tx.output.call_function(self.tx, operator.getitem,
                                            [self.array, ConstantVariable(self.index)], {})
@@ -1500,6 +1528,8 @@ class InliningTranslator(InstructionTranslator):
                  load_global: Callable[[str], VariableTracker] | None = None) -> None:
         super().__init__(parent.frame, code, parent.output)
         self.parent = parent
+        #: the module whose code this is (`inline.inline_call` sets a foreign function's)
+        self.module_name = getattr(parent, "module_name", None)
         self.cells = {cell.name: cell for cell in cells if isinstance(cell, CellVariable)}
         self.free = free or {}
         self.free_loaded: dict[str, VariableTracker] = {}

@@ -38,6 +38,10 @@ _origins: "weakref.WeakKeyDictionary[types.CodeType, tuple[types.CodeType, Any]]
     weakref.WeakKeyDictionary()
 
 
+#: module name -> the registry of warnings shown by graph code placed in that module
+_registries: dict[str, dict] = {}
+
+
 def origin(code: types.CodeType) -> "tuple[types.CodeType, Any] | None":
     """(generated code, owner or None once it died) when `code` is relocated graph code, else
     None."""
@@ -197,6 +201,10 @@ def relocate(fn: types.FunctionType, line_nodes: Mapping[int, Any], owner: Any =
     new_globals = fn.__globals__ if fn_globals is None else fn_globals
     if isinstance(module, str):
         new_globals["__name__"] = module
+        # One registry of shown warnings for all graphs of a module: the "default" action
+        # shows a warning once per location, not once per compiled version. (Not the module's
+        # own ``__warningregistry__``: adding one to the user's globals would be visible.)
+        new_globals["__warningregistry__"] = _registries.setdefault(module, {})
     out = types.FunctionType(code, new_globals, fn.__name__, fn.__defaults__, fn.__closure__)
     out.__kwdefaults__ = fn.__kwdefaults__
     out.__qualname__ = fn.__qualname__

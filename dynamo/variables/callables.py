@@ -510,6 +510,8 @@ class ListMethodVariable(VariableTracker):
             lst.extend(args[0].unpack(tx))
             return ConstantVariable(None)
         lst.check_mutable()
+        if name in ("pop", "clear", "remove") and lst.source is not None:
+            _check_removal(lst, name)
         if name == "insert":
             run_user_op(lst.items.insert, args[0].as_python_constant(), args[1])
             return ConstantVariable(None)
@@ -517,6 +519,19 @@ class ListMethodVariable(VariableTracker):
             return run_user_op(lst.items.pop, *[a.as_python_constant() for a in args])
         getattr(lst.items, name)()  # clear, reverse
         return ConstantVariable(None)
+
+
+def _check_removal(lst: ListVariable, name: str) -> None:
+    """A list from outside the frame loses items: its new contents are written back after the
+    graph, and an item whose death runs code (``__del__``, a weakref callback) would then die
+    after what follows has run (its finalizer's own changes overwritten by later replays). The
+    graph ends here instead, so the removal runs in plain Python, in order."""
+    from ..symbolic_convert import _drop_may_run_code
+
+    if any(_drop_may_run_code(item, lambda source: True) for item in lst.items):
+        raise Unsupported(f"list.{name}() may free an object whose finalizer or weakref "
+                          "callback runs code: the graph ends here, so it runs before what "
+                          "follows")
 
 
 class DictMethodVariable(VariableTracker):

@@ -19,7 +19,7 @@ from fx.op_rules._core import (
     Call, Result, RuleError, _has_symbols, given, normalize_axes, register, shape_of,
     specialize_call, symbolic,
 )
-from fx.symbolic import Sym, is_symbolic
+from fx.symbolic import Sym, is_data_dependent, is_symbolic
 
 __all__ = ["VIEW_FUNCTIONS", "view_rule"]
 
@@ -69,6 +69,10 @@ def _rearranged(call: Call, kwargs: dict) -> Result:
     """A rearranging view (`_REARRANGING`) of arrays with symbolic sizes."""
     syms: list = []
     _symbols_of((call.args, kwargs), syms)
+    if (call.target is np.squeeze or call.target == "squeeze") and is_data_dependent(syms):
+        # (the probes stand for sizes >= 2, which a guard checks for a dynamic size; the
+        # length of x[mask] may be 0 or 1, and squeeze removes the axes of length 1)
+        raise RuleError("squeeze of x[mask]: whether its length is 1 depends on the data")
     static = [d for m in (*call.args, *kwargs.values()) if isinstance(m, ArrayMeta)
               for d in m.shape if not isinstance(d, Sym)]
     if len(syms) > len(_PROBES) or any(d in _PROBES for d in static):

@@ -103,11 +103,13 @@ QUICKENING = Known(
     "Issue 8 excepts test_dis's quickening checks.",
     open_bug=False)
 GC_GARBAGE = Known(
-    "OPEN, not analysed: the second collection reports 4 uncollectable objects, not 2 "
-    "(3.10: the first, 8 != 4), on every version, with the tree of 2026-11-25 00:55 too; "
-    "not the compile's own collections (held off now); a standalone copy of the test (same "
-    "callbacks, Uncollectable, C1055820) behaves the same plain and captured, so it depends "
-    "on what the earlier tests of the module compiled. "
+    "OPEN (dynamo/loops.py, codegen's loop driver): the second collection reports 4 "
+    "uncollectable objects, not 2 (3.10: the first, 8 != 4). Cause: after `for e in "
+    "gc.garbage: self.assertIsInstance(e, ...)` (a loop whose body runs as a body function) "
+    "plain Python keeps the last `e` bound in the frame until it returns, so one Uncollectable "
+    "pair stays reachable; the body function's `e` is not carried back to the frame (only "
+    "locals live at the loop header are), so both pairs are garbage. Repro: a loop with a "
+    "graph break in its body, then count the loop variable's object after gc.collect(). "
     "(Fixed in the C hook, csrc/gc_quiet.c: a compile in the middle of the user's function "
     "no longer shows in gc.get_count() (test_get_count), gc.get_objects() "
     "(test_get_objects_arguments, test_descr's test_slots) or as an automatic collection "

@@ -1385,9 +1385,9 @@ def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0) 
     if isinstance(vt, NestedFunctionVariable):
         # (its code is a constant of this code, its cells the frame's: only its defaults may
         # hold something of the frame's own)
-        parts = [*(vt.defaults or ()), *((vt.kwdefaults or {}).values())]
-        return depth > 4 or any(_drop_may_run_code(part, owns, depth + 1) for part in parts
-                                if isinstance(part, VariableTracker))
+        parts = [part for part in (vt.defaults, vt.kwdefaults)  # (trackers, or None)
+                 if isinstance(part, VariableTracker)]
+        return depth > 4 or any(_drop_may_run_code(part, owns, depth + 1) for part in parts)
     if isinstance(vt, UserFunctionVariable) and _module_attribute(vt.value):
         bound = getattr(vt, "bound_self", None)
         return bound is not None and _drop_may_run_code(bound, owns, depth + 1)

@@ -402,6 +402,11 @@ class BuiltinVariable(VariableTracker):
         if self.fn in OPERATOR_MUTATORS:
             # on the constant copy of a list or dict the change would be lost
             raise Unsupported(f"{self.describe()} changes its argument (not traced)")
+        if self.fn is reversed and len(args) == 1 and not kwargs and \
+                isinstance(args[0], ListVariable):
+            from .containers import ListReverseIteratorVariable
+
+            return ListReverseIteratorVariable(args[0])  # (live over the list, not a copy)
         pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
         if pure and _all_constant(args, kwargs):
             return _constant_call(self.fn, args, kwargs)

@@ -235,10 +235,16 @@ class IteratorVariable(VariableTracker):
         self.index = len(self.items)
         return rest
 
+    #: the list tracker this iterates (``iter(lst)``: its very items), or None
+    container = None
+
     def reconstruct(self, codegen: "Codegen") -> None:
         # An iterator over the items not consumed yet (the translator made it from a sequence it
         # knows; no one else holds it, e.g. the one a comprehension is about to consume), of
         # the type Python made: ``reversed(list)``, ``iter(range(...))``.
+        if isinstance(self.container, ListVariable):  # (over the same list object, as Python)
+            _positioned(codegen, _list_iterator_at, self.container, self.index)
+            return
         rest = self.items[self.index:]
         if self.kind is _LIST_REVERSED:
             codegen.extend(ins.with_null(ins.load_const(reversed)))
@@ -343,6 +349,54 @@ class CheckedIteratorVariable(IteratorVariable):
         return super().unpack(tx)
 
 
+def _list_iterator_at(lst: list, index: int):
+    """``iter(lst)`` advanced to `index` (a list iterator's pickled state)."""
+    it = iter(lst)
+    it.__setstate__(index)
+    return it
+
+
+def _list_reverse_iterator_at(lst: list, index: int):
+    """``reversed(lst)`` at `index` (counting down; -1: exhausted)."""
+    it = reversed(lst)
+    it.__setstate__(index)
+    return it
+
+
+def _positioned(codegen: "Codegen", make, lst: VariableTracker, index: int) -> None:
+    codegen.extend(ins.with_null(ins.load_const(make)))
+    codegen.reconstruct(lst)
+    codegen.extend(ins.load_const(index) + ins.call(2))
+
+
+class ListReverseIteratorVariable(IteratorVariable):
+    """``reversed(lst)`` of a list tracker: reads the list live by index, counting down, as
+    CPython's list_reverseiterator does (a change to the list is seen), and is rebuilt at a
+    break over the same list object at the same position."""
+
+    def __init__(self, lst: ListVariable) -> None:
+        super().__init__([], _LIST_REVERSED)
+        self.lst = lst
+        self.position = len(lst.items) - 1
+
+    def next(self) -> VariableTracker | None:
+        if 0 <= self.position < len(self.lst.items):
+            item = self.lst.items[self.position]
+            self.position -= 1
+            return item
+        self.position = -1
+        return None
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        out = []
+        while (item := self.next()) is not None:
+            out.append(item)
+        return out
+
+    def reconstruct(self, codegen: "Codegen") -> None:
+        _positioned(codegen, _list_reverse_iterator_at, self.lst, self.position)
+
+
 def iterate(tx, value: VariableTracker) -> IteratorVariable:
     """``iter(value)`` for a tracker that is not an array: a list is read live (items appended
     while it is iterated are reached, as in Python), dicts and sets are checked for changes."""
@@ -351,7 +405,9 @@ def iterate(tx, value: VariableTracker) -> IteratorVariable:
     if isinstance(value, IteratorVariable):
         return value
     if isinstance(value, ListVariable):
-        return IteratorVariable(value.items)  # (the very list of items: changes are seen)
+        out = IteratorVariable(value.items)  # (the very list of items: changes are seen)
+        out.container = value
+        return out
     if isinstance(value, DictVariable):
         return CheckedIteratorVariable(lambda: list(value.items), ConstantVariable, "dictionary")
     if isinstance(value, DictViewVariable):

@@ -143,3 +143,18 @@ def test_writing_attributes_of_an_object_with_slots_compiles():
     with dynamo.config.patch(suppress_errors=False):
         with dynamo.optimize("eager"):
             assert makes_a_slotted_object() == (1, 2)
+
+
+def rebinds_a_lambda_with_defaults(x):
+    g = lambda v, k=2, *, m=3: v * k + m  # noqa: E731
+    x = g(x)
+    g = None  # (dropping it looks at its defaults: trackers, not Python tuples)
+    return x
+
+
+def test_dropping_a_function_with_defaults_compiles():
+    x = np.arange(3.0)
+    with dynamo.config.patch(suppress_errors=False):
+        out = dynamo.explain(rebinds_a_lambda_with_defaults)(x)
+    np.testing.assert_array_equal(out.result, rebinds_a_lambda_with_defaults(x))
+    assert out.graph_count == 1 and out.graph_break_count == 0

@@ -192,7 +192,7 @@ def _reversed_argument_sees_later_changes(x, lst):
     return y, list(it)
 
 
-@pytest.mark.xfail(strict=True, reason="review s18: reversed(list) rebuilt over a copy")
+
 @pytest.mark.parametrize("fn", [_reversed_list_sees_later_changes,
                                 _reversed_argument_sees_later_changes])
 def test_a_reversed_list_iterator_rebuilt_at_a_break_iterates_the_same_list(fn):

@@ -109,7 +109,7 @@ def _overflows_in_a_masked_store(x, y):
     return y
 
 
-@pytest.mark.xfail(strict=True, reason="review s18: C program's store warns at the line above")
+
 @pytest.mark.parametrize("fn", [_casts_on_store, _casts_through_a_mask,
                                 _overflows_in_a_masked_store])
 def test_a_cast_warning_of_a_fused_store_names_the_store_line(fn):

@@ -36,6 +36,7 @@ from .loop_ir import (
     ReductionKernel,
     RowRef,
     Value,
+    rolled_loads,
     walk,
 )
 
@@ -510,11 +511,14 @@ def pointwise_source(k: PointwiseKernel) -> str:
     outs = [ctype(v.dtype) for v in k.outputs]
     inv = _row_invariant(k.operands, k.shape, len(k.shape) - 1)
     forced = forced_values(k.outputs)
+    slots = {ld: m for m, ld in enumerate(rolled_loads(k.outputs))}
     L = [f"int {k.name}(const int64_t *A, char **P)", "{",
          "    const int nthreads = (int)A[0], par = (int)A[1];",
          "    const int64_t blk = A[2], nd = A[3];",
          "    const int64_t *shape = A + 4, *S = A + 4 + nd;"]
     L += _operand_decls(k, n_in, outs)
+    if slots:
+        return _rolled_pointwise_source(k, L, slots, inv, forced)
     L += ["    const int64_t inner = shape[nd - 1];",
           "    int64_t outer = 1;",
           "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
@@ -561,6 +565,105 @@ def pointwise_source(k: PointwiseKernel) -> str:
             L.append(f"                out{j}[oo + j] = {names[v]};")
         L.append("            }")
     L += ["        }", "    }"]
+    if forced:
+        L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
+    L += ["    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
+    return "\n".join(_serial_path(L)) + "\n"
+
+
+def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load, int],
+                             inv: set[int], forced: list[Value]) -> str:
+    """`pointwise_source` for a kernel with rolled Loads (an inlined ``np.roll``). Each roll
+    slot ``m`` (a rolled Load) has its per-dim shifts ``rs<m>[nd]`` in ``[0, n)`` after the
+    strides in ``A`` (`kernel.PointwiseRunner`, which never merges a rolled dim): along dim d
+    it reads index ``i - rs[d]``, plus ``n`` when that is negative. Its row offset ``q<m>`` is
+    computed like ``o<i>`` with the wrapped outer indices; along the inner dim the block is cut
+    where a slot's index wraps (at ``j == rs[nd - 1]``), so between cuts every slot reads a
+    unit-stride run and the ``omp simd`` loop stays a plain vector loop."""
+    n_in = len(k.operands)
+    order = list(slots)
+    L += [f"    const int64_t *rs{m} = S + {n_in + m} * nd;" for m in range(len(order))]
+    L += ["    const int64_t inner = shape[nd - 1];",
+          "    int64_t outer = 1;",
+          "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
+          "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
+          "    const int64_t nwork = outer * nblk;",
+          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == {int(i not in inv)}"
+                                             for i in range(n_in)) + ";",
+          "    int fl = 0;",
+          _PARALLEL,
+          "    {",
+          "    feclearexcept(FE_ALL_EXCEPT);",
+          *(["    uint64_t keep = 0;"] if forced else []),
+          "    #pragma omp for schedule(static)",
+          "    for (int64_t w = 0; w < nwork; w++) {",
+          "        const int64_t row = w / nblk, j0 = (w % nblk) * blk;",
+          "        const int64_t j1 = j0 + blk < inner ? j0 + blk : inner;",
+          "        int64_t r = row" + "".join(f", o{i} = 0" for i in range(n_in))
+          + "".join(f", q{m} = 0" for m in range(len(order))) + ", oo = 0;",
+          "        for (int64_t d = nd - 2; d >= 0; d--) {",
+          "            const int64_t i = r % shape[d]; r /= shape[d];",
+          "            " + " ".join(f"o{i} += i * st{i}[d];" for i in range(n_in)),
+          *[f"            q{m} += (i >= rs{m}[d] ? i - rs{m}[d] : i - rs{m}[d] + shape[d])"
+            f" * st{ld.operand}[d];" for ld, m in slots.items()],
+          "        }",
+          "        oo = row * inner;",
+          "        " + " ".join(f"const int64_t rr{m} = rs{m}[nd - 1];"
+                              for m in range(len(order)))]
+
+    def plain(v: Load, mode: str) -> str:
+        if mode == "contig":
+            return f"x{v.operand}" if v.operand in inv else f"x{v.operand}[j]"
+        return f"in{v.operand}[o{v.operand} + j * s{v.operand}]"
+
+    # contiguous rows: runs between the wrap points of the slots' inner indices
+    L.append("        if (contig) {")
+    for i, od in enumerate(k.operands):
+        if i in inv:
+            L.append(f"            const {ctype(od.dtype)} x{i} = in{i}[o{i}];")
+        else:
+            L.append(f"            const {ctype(od.dtype)} *restrict x{i} = in{i} + o{i};")
+    for ld, m in slots.items():
+        t = ctype(ld.dtype)
+        if ld.operand in inv:  # inner stride 0: the inner shift moves nothing
+            L.append(f"            const {t} y{m} = in{ld.operand}[q{m}];")
+        else:
+            L.append(f"            const {t} *restrict y{m} = in{ld.operand} + q{m};")
+    L += ["            for (int64_t ja = j0, jb; ja < j1; ja = jb) {",
+          "                jb = j1;",
+          *[f"                if (rr{m} > ja && rr{m} < jb) jb = rr{m};"
+            for m in range(len(order))],
+          *[f"                const int64_t e{m} = ja >= rr{m} ? -rr{m} : inner - rr{m};"
+            for ld, m in slots.items() if ld.operand not in inv],
+          "                #pragma omp simd" + (" reduction(|:keep)" if forced else ""),
+          "                for (int64_t j = ja; j < jb; j++) {"]
+
+    def load_contig(v: Load) -> str:
+        if not v.roll:
+            return plain(v, "contig")
+        m = slots[v]
+        return f"y{m}" if v.operand in inv else f"y{m}[j + e{m}]"
+
+    lines, names = _body(k.outputs, load_contig, "                    ")
+    L += lines + _keep_lines(forced, names, "                    ")
+    L += [f"                    out{j}[oo + j] = {names[v]};" for j, v in enumerate(k.outputs)]
+    L += ["                }", "            }"]
+    # any other row: strided reads with the wrapped index computed per element
+    L += ["        } else {",
+          "            " + " ".join(f"const int64_t s{i} = st{i}[nd - 1];" for i in range(n_in)),
+          "            for (int64_t j = j0; j < j1; j++) {"]
+
+    def load_strided(v: Load) -> str:
+        if not v.roll:
+            return plain(v, "strided")
+        m = slots[v]
+        return (f"in{v.operand}[q{m} + (j >= rr{m} ? j - rr{m} : j - rr{m} + inner)"
+                f" * s{v.operand}]")
+
+    lines, names = _body(k.outputs, load_strided, "                ")
+    L += lines + _keep_lines(forced, names, "                ")
+    L += [f"                out{j}[oo + j] = {names[v]};" for j, v in enumerate(k.outputs)]
+    L += ["            }", "        }", "    }"]
     if forced:
         L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
     L += ["    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
@@ -810,6 +913,8 @@ def reduction_source(k: ReductionKernel) -> str:
     for floats, whole or in ``chunk``-long pieces (`_chunked_sum`).
     """
     n_in, name = len(k.operands), k.name
+    if rolled_loads(k.values):  # fusion keeps rolls out of row kernels: never read them here
+        raise ValueError(f"{name}: a row kernel cannot read rolled operands")
     preset_values = {k.reductions[i].value for i in row_buffers(k)}
     forced = forced_values(k.outputs, preset_values) if k.outputs else []
     fields = "".join(f" const {ctype(o.dtype)} *p{i}; int64_t s{i};"

@@ -27,6 +27,10 @@ Rules, in the order they apply:
    reduction a phase over the row, reading earlier phases' results per row); a pointwise
    root over the same domain that reads one of them joins as the row's epilogue when the axes
    are trailing (softmax and layer-norm become one kernel).
+   ``np.roll`` (a pointwise node reading its input through rolled Loads): its input is
+   inlined only when that is a roll of stored values (rolls of rolls), a rolled value never
+   enters a row kernel (prologue or epilogue), and a root read through a roll is not in the
+   reader's kernel (the reader needs other elements than the iteration computes).
 4. The schedule is a topological order of kernels and NumPy calls (ties broken by graph order),
    with barriers ordered against everything in the neighbouring epochs.
 """
@@ -163,6 +167,23 @@ def _leaves(node: Any, plans: dict[Any, Lowered], inlined: set[Any]) -> set[Any]
     return out
 
 
+def _rolled_leaves(node: Any, plans: dict[Any, Lowered], inlined: set[Any]) -> set[Any]:
+    """Materialised nodes that ``node``'s expression reads through an ``np.roll``."""
+    out: set[Any] = set()
+    stack = [node]
+    seen: set[Any] = set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if plans[n].op == "roll":
+            out |= _leaves(n, plans, inlined)
+        else:
+            stack.extend(i for i in plans[n].inputs if i in inlined)
+    return out
+
+
 def _placeholder_value(plan: Lowered, marked: Any = None) -> Value:
     """``plan``'s expression over one Load per input (operand index = input position); the
     input ``marked`` gets operand -1."""
@@ -242,7 +263,7 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
     materialized_why: dict[Any, str] = {}
     row_level: dict[Any, bool] = {}
     for n, plan in plans.items():  # graph order: inputs are decided first
-        row_level[n] = plan.kind == "pointwise" and all(
+        row_level[n] = plan.kind == "pointwise" and plan.op != "roll" and all(
             i in plans and (plans[i].kind == "reduction" or row_level.get(i, False))
             for i in plan.inputs)
 
@@ -271,9 +292,21 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
                                                  or feeds_reduction.get(u, False))
                                  for u in n.users)
 
+    # Nodes whose expression reads rolled Loads (an np.roll, or an inlined input that has one):
+    # the row kernels' code reads operands at the current index only, so such a node is never
+    # inlined into a reduction's element function nor joins a row kernel as its epilogue.
+    rolled: dict[Any, bool] = {}
+    # A roll of an inlined expression recomputes that expression at every shift (and a time
+    # loop of stencils would nest them exponentially): a roll's input is inlined only when it
+    # is itself a roll of stored values (rolls of rolls: one load with the shifts added).
+    pure_roll: dict[Any, bool] = {}
     for n, plan in plans.items():
         if plan.kind != "pointwise":
             continue
+        rolled[n] = plan.op == "roll" or any(rolled.get(i, False) for i in plan.inputs
+                                             if i in inlined)
+        pure_roll[n] = plan.op == "roll" and all(i not in inlined or pure_roll.get(i, False)
+                                                 for i in plan.inputs)
         users = list(n.users)
         flags_in[n] = _raises_fp(plan) or any(flags_in.get(i, False) for i in plan.inputs
                                                if i in inlined)
@@ -282,7 +315,13 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         dropper = None
         if bad is None and flags_in[n]:
             dropper = next((u for u in users if not _keeps_operand(plans[u], n, risky)), None)
-        if users and bad is None and (dropper is None or not feeds_reduction[n]):
+        if users and bad is None and rolled[n] and feeds_reduction[n]:
+            materialized_why[n] = "a rolled value (np.roll) read by a reduction"
+        elif (users and bad is None and not pure_roll[n]
+              and any(plans[u].op == "roll" for u in users)):
+            materialized_why[n] = ("read by np.roll (a roll of an expression would recompute "
+                                   "it for every shift)")
+        elif users and bad is None and (dropper is None or not feeds_reduction[n]):
             # A value a user could let gcc skip is kept alive in a pointwise loop (the kernel
             # ORs its bits into a flag sink, `codegen_c.forced_values`); a reduction's
             # element functions have no sink, so there it is stored instead.
@@ -339,7 +378,14 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
                 ok = g["kind"] == "reduction" and g["axes"] == plan.axes
             elif g["kind"] == "reduction":
                 # A pointwise epilogue: reads one of the row's reductions, axes trailing.
-                ok = g["trailing"] and any(l in g["roots"] for l in leaves)
+                ok = (g["trailing"] and not rolled.get(n, False)
+                      and any(l in g["roots"] for l in leaves))
+            elif rolled.get(n) and _rolled_leaves(n, plans, inlined) & set(g["roots"]):
+                # A root read through a roll is another element than the one this iteration
+                # computes: the reader needs the stored root (a later kernel).
+                split_why[n] = (f"reads {g['roots'][0].name}'s kernel's output through np.roll "
+                                "(other elements than the iteration computes)")
+                continue
             else:
                 ended = outlived(g, n)
                 if ended is not None:

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .config import COptions
-from .loop_ir import Load, PointwiseKernel, ReductionKernel, RowRef, walk
+from .loop_ir import Load, PointwiseKernel, ReductionKernel, RowRef, rolled_loads, walk
 
 __all__ = ["PointwiseRunner", "ReductionRunner", "fp_warn_mask", "numpy_modes_ok",
            "broadcast_strides", "coalesce", "output_order"]
@@ -110,19 +110,24 @@ def broadcast_strides(arr: np.ndarray, shape: tuple[int, ...]) -> list[int] | No
     return out
 
 
-def coalesce(shape: list[int], strides: list[list[int]]) -> tuple[list[int], list[list[int]]]:
-    """Drop size-1 dims and merge neighbours that are contiguous for every operand."""
+def coalesce(shape: list[int], strides: list[list[int]],
+             pinned: Any = ()) -> tuple[list[int], list[list[int]]]:
+    """Drop size-1 dims and merge neighbours that are contiguous for every operand. Dims in
+    ``pinned`` (rolled axes: their index wraps) are never merged with a neighbour."""
     keep = [d for d, n in enumerate(shape) if n != 1]
     new_shape: list[int] = []
     new_strides: list[list[int]] = [[] for _ in strides]
+    last = -1
     for d in keep:
         n = shape[d]
-        if new_shape and all(ns[-1] == st[d] * n for ns, st in zip(new_strides, strides)):
+        if new_shape and d not in pinned and last not in pinned and all(
+                ns[-1] == st[d] * n for ns, st in zip(new_strides, strides)):
             new_shape[-1] *= n
             for ns, st in zip(new_strides, strides):
                 ns[-1] = st[d]
             continue
         new_shape.append(n)
+        last = d
         for ns, st in zip(new_strides, strides):
             ns.append(st[d])
     return new_shape, new_strides
@@ -407,10 +412,15 @@ class PointwiseRunner(_Runner):
         self.layout_steps: list[tuple[Any, str, list[Any]]] = []
         for n in k.members:
             ins = [x for x in n.all_input_nodes if x in known]
-            rule = "like" if n.op == "call_method" and n.target == "astype" else "iter"
+            # np.roll's result is np.empty_like(a) (order 'K'), like astype's.
+            rule = "like" if (n.op == "call_method" and n.target == "astype"
+                              or n.op == "call_function" and n.target is np.roll) else "iter"
             self.layout_steps.append((n, rule, ins))
             known.add(n)
         self.operand_of = operand_of
+        #: Roll slots (`loop_ir.rolled_loads`): per slot ((domain axis, shift), ...); their
+        #: per-dim shifts follow the strides in the layout block.
+        self.rolls = [ld.roll for ld in rolled_loads(k.outputs)]
 
     def _node_orders(self, strides: list[list[int]],
                      shape: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -444,6 +454,11 @@ class PointwiseRunner(_Runner):
         fixes = [None if list(w) == perm else list(w) for w in wanted]
         if not any(fixes):
             fixes = None
+        # Each roll slot's shift per domain dim, in [0, n) (a roll wraps modulo the length).
+        shifts = [[0] * len(shape) for _ in self.rolls]
+        for sh, roll in zip(shifts, self.rolls):
+            for axis, s in roll:
+                sh[axis] = s % (shape[axis] or 1)
         if perm == sorted(perm):
             perm = None
         else:
@@ -451,9 +466,13 @@ class PointwiseRunner(_Runner):
             # is NumPy's layout once transposed back.
             shape = tuple(shape[p] for p in perm)
             strides = [[st[p] for p in perm] for st in strides]  # type: ignore[index]
-        cshape, cstrides = coalesce(list(shape), strides)  # type: ignore[arg-type]
+            shifts = [[sh[p] for p in perm] for sh in shifts]
+        pinned = {d for sh in shifts for d, s in enumerate(sh) if s}
+        # The shifts coalesce like strides (a rolled dim is never merged; other dims carry 0).
+        cshape, cstrides = coalesce(list(shape), strides + shifts,  # type: ignore[operator]
+                                    pinned)
         if not cshape:
-            cshape, cstrides = [1], [[0] for _ in strides]
+            cshape, cstrides = [1], [[0] for _ in cstrides]
         size = prod(shape)
         values = [*self._par(size), self.options.block, len(cshape), *cshape]
         for st in cstrides:

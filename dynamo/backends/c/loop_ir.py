@@ -18,7 +18,7 @@ import numpy as np
 
 __all__ = [
     "Load", "Const", "Op", "RowRef", "Value", "Reduction", "Operand", "PointwiseKernel", "ReductionKernel", "Kernel",
-    "SUPPORTED_DTYPES", "walk",
+    "SUPPORTED_DTYPES", "walk", "roll_value", "rolled_loads",
 ]
 
 #: dtypes the C code handles (float16/complex/object/... stay NumPy calls).
@@ -29,10 +29,18 @@ SUPPORTED_DTYPES: frozenset[np.dtype] = frozenset(
 
 @dataclass(frozen=True)
 class Load:
-    """Element of kernel input ``operand`` at the current index (broadcast by strides)."""
+    """Element of kernel input ``operand`` at the current index (broadcast by strides).
+
+    ``roll``: ``((axis, shift), ...)`` (domain axes, ascending, shifts non-zero; a shift is a
+    Python int reduced modulo the axis length at run time): the element at index ``i - shift``
+    (wrapped) along each of those axes instead, how an inlined ``np.roll`` reads its input
+    (`roll_value`). A rolled load is its own *slot* in the kernel (`rolled_loads`): the layout
+    block carries its per-dim shifts after the strides.
+    """
 
     operand: int
     dtype: np.dtype
+    roll: tuple[tuple[int, Any], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,6 +121,39 @@ def walk(values: list[Value], stop: Container[Value] = ()) -> list[Value]:
         visit(v)
     del visit  # it refers to itself through its closure cell: a cycle left for the gc otherwise
     return list(seen)
+
+
+def roll_value(v: Value, axis: int, shift: int, size: Any = None) -> Value:
+    """``v`` read at index ``i - shift`` along domain ``axis`` (wrapped): every Load below it
+    rolled by ``shift`` more (rolls of rolls add up). Constants do not move; a `RowRef` (a
+    per-row reduction result) cannot be rolled (fusion never inlines a roll into a row
+    kernel). ``size``: the axis length when it is a static int (shifts are then kept modulo it,
+    so ``roll(roll(u, 1), -1)`` is ``u`` itself)."""
+    memo: dict[Value, Value] = {}
+    for w in walk([v]):
+        if isinstance(w, Load):
+            shifts = dict(w.roll)
+            total = shifts.get(axis, 0) + shift
+            if type(size) is int:
+                total %= size or 1
+            if total:
+                shifts[axis] = total
+            else:
+                shifts.pop(axis, None)
+            memo[w] = Load(w.operand, w.dtype, tuple(sorted(shifts.items())))
+        elif isinstance(w, Op):
+            memo[w] = Op(w.name, tuple(memo[a] for a in w.args), w.dtype, w.arg_dtype, w.param)
+        elif isinstance(w, RowRef):
+            raise ValueError("a per-row reduction result cannot be rolled")
+        else:
+            memo[w] = w
+    return memo[v]
+
+
+def rolled_loads(values: list[Value]) -> list[Load]:
+    """The distinct rolled Loads of ``values`` (the kernel's roll slots), in a fixed order that
+    code generation (`codegen_c`) and the runtime (`kernel.py`) share."""
+    return [v for v in walk(values) if isinstance(v, Load) and v.roll]
 
 
 @dataclass

@@ -7,7 +7,8 @@ each input node, returns the node's `Value` (pointwise) or prologue `Value` (red
 
 NumPy knowledge is data: operator functions map to ufunc names (`OPERATOR_UFUNCS`), ufunc loop
 dtypes come from ``ufunc.resolve_dtypes`` (NEP 50 weak Python scalars included), and a few
-non-ufunc functions/methods have one builder each (`FUNCTION_BUILDERS`, `METHOD_BUILDERS`).
+non-ufunc functions/methods have one builder each (`FUNCTION_BUILDERS`, `METHOD_BUILDERS`;
+``np.roll`` with constant shifts and axes is its input read through rolled Loads).
 The lowering refuses (returns None) whenever NumPy's result could differ: unsupported dtypes
 (float16, complex, ...), integer floor division/modulo/shifts, float->int casts, negative integer
 powers, float powers NumPy computes with its own pow (all but 2, -1, 0.5, 0, 1; and -1 and 0.5
@@ -27,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .codegen_c import FLOAT_MATH, OPS
-from .loop_ir import SUPPORTED_DTYPES, Const, Load, Op, Value
+from .loop_ir import SUPPORTED_DTYPES, Const, Load, Op, Value, roll_value
 
 __all__ = ["Lowered", "lower", "OPERATOR_UFUNCS", "REDUCTIONS"]
 
@@ -298,6 +299,51 @@ def _astype_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered
     return Lowered("pointwise", [args[0]], out_meta.shape, build)
 
 
+def _roll_ints(x: Any) -> tuple[int, ...] | None:
+    items = x if isinstance(x, (tuple, list)) else (x,)
+    if not all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+               for i in items):
+        return None
+    return tuple(int(i) for i in items)
+
+
+def _roll_plan(node: Any, args: tuple, kwargs: dict, out_meta: Any) -> Lowered:
+    # np.roll(a, shift, axis): out[i] = a[(i - shift) mod n] along each axis (shifts on one
+    # axis add up), a copy laid out like `a` (empty_like). Lowered as the input's expression
+    # read through rolled Loads (`loop_ir.roll_value`): only moves values, so bit-exact.
+    # axis=None (a roll of the flattened array) stays a NumPy call.
+    names = ("a", "shift", "axis")
+    if len(args) > 3 or set(kwargs) - set(names) or set(names[:len(args)]) & set(kwargs):
+        raise _Refuse("roll: bad arguments")
+    bound = dict(zip(names, args))
+    bound.update(kwargs)
+    src, axis = bound.get("a"), bound.get("axis")
+    m = _meta(src) if _is_node(src) else None
+    if m is None or axis is None or "shift" not in bound:
+        raise _Refuse("roll: only an array rolled along given axes is lowered")
+    if m.dtype != out_meta.dtype or tuple(m.shape) != tuple(out_meta.shape) or m.ndim == 0:
+        raise _Refuse("roll: result is not the input's shape and dtype")
+    shifts, axes = _roll_ints(bound["shift"]), _roll_ints(axis)
+    if shifts is None or axes is None:
+        raise _Refuse("roll: shift and axis must be constant integers")
+    if len(shifts) == 1:
+        shifts = shifts * len(axes)
+    elif len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes) or not all(-m.ndim <= a < m.ndim for a in axes):
+        raise _Refuse("roll: shift/axis mismatch")
+    pairs = [(a % m.ndim, s) for a, s in zip(axes, shifts)]
+
+    def build(get: Callable[[Any], Value]) -> Value:
+        v = get(src)
+        for a, s in pairs:
+            v = roll_value(v, a, s, m.shape[a])
+        # A roll that moves nothing is a copy (never the input's own value), as astype's.
+        return Op("cast", (v,), v.dtype, v.dtype) if isinstance(v, Load) and not v.roll else v
+
+    return Lowered("pointwise", [src], out_meta.shape, build, op="roll")
+
+
 # -- reductions ------------------------------------------------------------------------------
 
 #: reduction name -> positional parameter names after the array (NumPy's signatures).
@@ -378,7 +424,8 @@ def _reduction_plan(node: Any, name: str, args: tuple, kwargs: dict, out_meta: A
 
 # -- dispatch ----------------------------------------------------------------------------------
 
-FUNCTION_BUILDERS: dict[Any, Callable[..., Lowered]] = {np.where: _where_plan, np.clip: _clip_plan}
+FUNCTION_BUILDERS: dict[Any, Callable[..., Lowered]] = {np.where: _where_plan, np.clip: _clip_plan,
+                                                        np.roll: _roll_plan}
 METHOD_BUILDERS: dict[str, Callable[..., Lowered]] = {"astype": _astype_plan,
                                                       "clip": _clip_plan}
 

@@ -272,10 +272,26 @@ class Program:
         by_name = {n.name: n for n in graph.nodes}
         #: line of ``code`` -> the node its statement computes
         self.line_nodes = {}
+        # A statement that names no value (a store ``y[m] = v``) belongs to the user line its
+        # ``# File:`` comment heads: any node of that line places it (warnings, tracebacks).
+        headed: dict[str, Any] = {}
+        for n in graph.nodes:
+            comment = _stack_comment(n.meta.get("stack"))
+            if comment:
+                headed.setdefault(f"#{comment[3:]}".strip(), n)
+        current = None
         for lineno, line in enumerate(self.code.splitlines(), 1):
             target = _ASSIGNED.match(line)
+            text = line.strip()
             if target and target.group(1) in by_name:
                 self.line_nodes[lineno] = by_name[target.group(1)]
+            elif text.startswith("#"):
+                current = headed.get(text, current)
+            elif not line.startswith(" "):
+                current = None  # (a new function)
+            elif current is not None and text and not text.startswith(
+                    ("del ", "return", "if ")):
+                self.line_nodes[lineno] = current
         # The functions run at the user's file:line, so NumPy's warnings name them
         # (`fx.locations`; a relocated function maps its lines back through `line_nodes`).
         self.fn = relocate(self.fn, self.line_nodes)

@@ -431,7 +431,6 @@ _VALUE_FREE_METHODS = frozenset(
     | {f"__r{fn.__name__.rstrip('_')}__" for fn in op_rules.elementwise.BINARY_OPERATORS})
 
 
-
 def _locate(node: fx.Node, tx) -> None:
     """``node.meta["location"]``: (file, line, module) of the statement that made the node
     (inside an inlined call, the callee's), and ``"root_location"``: the compiled frame's

@@ -519,17 +519,8 @@ def pointwise_source(k: PointwiseKernel) -> str:
     L += _operand_decls(k, n_in, outs)
     if slots:
         return _rolled_pointwise_source(k, L, slots, inv, forced)
-    L += ["    const int64_t inner = shape[nd - 1];",
-          "    int64_t outer = 1;",
-          "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
-          "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
-          "    const int64_t nwork = outer * nblk;",
-          # Hoisted (row-invariant) operands must really have stride 0 in the inner run:
-          # with a permuted domain (NumPy's output order for F-ordered inputs) they may not.
-          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == {int(i not in inv)}"
-                                             for i in range(n_in)) + ";",
-          "    int fl = 0;",
-          "    #pragma omp parallel num_threads(nthreads) if(par) reduction(|:fl)",
+    L += _blocked_work(n_in, inv)
+    L += [_PARALLEL,
           "    {",
           "    feclearexcept(FE_ALL_EXCEPT);",
           *(["    uint64_t keep = 0;"] if forced else []),
@@ -571,6 +562,21 @@ def pointwise_source(k: PointwiseKernel) -> str:
     return "\n".join(_serial_path(L)) + "\n"
 
 
+def _blocked_work(n_in: int, inv: set) -> list[str]:
+    """The work split of a pointwise kernel: ``outer`` rows of ``inner`` elements in blocks of
+    ``blk`` (``nwork`` blocks), and whether the inner run is contiguous for every operand.
+    Hoisted (row-invariant) operands must really have stride 0 in the inner run: with a
+    permuted domain (NumPy's output order for F-ordered inputs) they may not."""
+    return ["    const int64_t inner = shape[nd - 1];",
+            "    int64_t outer = 1;",
+            "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
+            "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
+            "    const int64_t nwork = outer * nblk;",
+            "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == {int(i not in inv)}"
+                                               for i in range(n_in)) + ";",
+            "    int fl = 0;"]
+
+
 def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load, int],
                              inv: set[int], forced: list[Value]) -> str:
     """`pointwise_source` for a kernel with rolled Loads (an inlined ``np.roll``). Each roll
@@ -583,15 +589,8 @@ def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load,
     n_in = len(k.operands)
     order = list(slots)
     L += [f"    const int64_t *rs{m} = S + {n_in + m} * nd;" for m in range(len(order))]
-    L += ["    const int64_t inner = shape[nd - 1];",
-          "    int64_t outer = 1;",
-          "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
-          "    const int64_t nblk = inner > 0 ? (inner + blk - 1) / blk : 0;",
-          "    const int64_t nwork = outer * nblk;",
-          "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == {int(i not in inv)}"
-                                             for i in range(n_in)) + ";",
-          "    int fl = 0;",
-          _PARALLEL,
+    L += _blocked_work(n_in, inv)
+    L += [_PARALLEL,
           "    {",
           "    feclearexcept(FE_ALL_EXCEPT);",
           *(["    uint64_t keep = 0;"] if forced else []),

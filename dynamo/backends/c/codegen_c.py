@@ -519,15 +519,8 @@ def pointwise_source(k: PointwiseKernel) -> str:
     L += _operand_decls(k, n_in, outs)
     if slots:
         return _rolled_pointwise_source(k, L, slots, inv, forced)
-    L += _blocked_work(n_in, inv)
-    L += [_PARALLEL,
-          "    {",
-          "    feclearexcept(FE_ALL_EXCEPT);",
-          *(["    uint64_t keep = 0;"] if forced else []),
-          "    #pragma omp for schedule(static)",
-          "    for (int64_t w = 0; w < nwork; w++) {",
-          "        const int64_t row = w / nblk, j0 = (w % nblk) * blk;",
-          "        const int64_t j1 = j0 + blk < inner ? j0 + blk : inner;",
+    L += _blocked_work(n_in, inv, forced)
+    L += [
           "        int64_t r = row" + "".join(f", o{i} = 0" for i in range(n_in)) + ", oo = 0;",
           "        for (int64_t d = nd - 2; d >= 0; d--) {",
           "            const int64_t i = r % shape[d]; r /= shape[d];",
@@ -562,11 +555,12 @@ def pointwise_source(k: PointwiseKernel) -> str:
     return "\n".join(_serial_path(L)) + "\n"
 
 
-def _blocked_work(n_in: int, inv: set) -> list[str]:
+def _blocked_work(n_in: int, inv: set, forced: Any) -> list[str]:
     """The work split of a pointwise kernel: ``outer`` rows of ``inner`` elements in blocks of
-    ``blk`` (``nwork`` blocks), and whether the inner run is contiguous for every operand.
-    Hoisted (row-invariant) operands must really have stride 0 in the inner run: with a
-    permuted domain (NumPy's output order for F-ordered inputs) they may not."""
+    ``blk`` (``nwork`` blocks), whether the inner run is contiguous for every operand, and the
+    parallel loop over the blocks up to this block's ``row``, ``j0`` and ``j1``. Hoisted
+    (row-invariant) operands must really have stride 0 in the inner run: with a permuted
+    domain (NumPy's output order for F-ordered inputs) they may not."""
     return ["    const int64_t inner = shape[nd - 1];",
             "    int64_t outer = 1;",
             "    for (int64_t d = 0; d < nd - 1; d++) outer *= shape[d];",
@@ -574,7 +568,15 @@ def _blocked_work(n_in: int, inv: set) -> list[str]:
             "    const int64_t nwork = outer * nblk;",
             "    const int contig = 1" + "".join(f" && st{i}[nd - 1] == {int(i not in inv)}"
                                                for i in range(n_in)) + ";",
-            "    int fl = 0;"]
+            "    int fl = 0;",
+            _PARALLEL,
+            "    {",
+            "    feclearexcept(FE_ALL_EXCEPT);",
+            *(["    uint64_t keep = 0;"] if forced else []),
+            "    #pragma omp for schedule(static)",
+            "    for (int64_t w = 0; w < nwork; w++) {",
+            "        const int64_t row = w / nblk, j0 = (w % nblk) * blk;",
+            "        const int64_t j1 = j0 + blk < inner ? j0 + blk : inner;"]
 
 
 def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load, int],
@@ -589,15 +591,8 @@ def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load,
     n_in = len(k.operands)
     order = list(slots)
     L += [f"    const int64_t *rs{m} = S + {n_in + m} * nd;" for m in range(len(order))]
-    L += _blocked_work(n_in, inv)
-    L += [_PARALLEL,
-          "    {",
-          "    feclearexcept(FE_ALL_EXCEPT);",
-          *(["    uint64_t keep = 0;"] if forced else []),
-          "    #pragma omp for schedule(static)",
-          "    for (int64_t w = 0; w < nwork; w++) {",
-          "        const int64_t row = w / nblk, j0 = (w % nblk) * blk;",
-          "        const int64_t j1 = j0 + blk < inner ? j0 + blk : inner;",
+    L += _blocked_work(n_in, inv, forced)
+    L += [
           "        int64_t r = row" + "".join(f", o{i} = 0" for i in range(n_in))
           + "".join(f", q{m} = 0" for m in range(len(order))) + ", oo = 0;",
           "        for (int64_t d = nd - 2; d >= 0; d--) {",

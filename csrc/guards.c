@@ -52,6 +52,7 @@ enum check_op {
     OP_PYTHON = 14,     /* obj(*slots, globals, closure) is truthy: a guard not lowered to C */
     OP_NDIM = 15,       /* v.ndim == n */
     OP_DIM = 16,        /* v.shape[obj] == n, or v.shape[obj] >= 2 when n == -1 (a dynamic size) */
+    OP_SAME_AS = 17,    /* v is the value at path obj (a second path: ``m.f.__self__ is m``) */
     OP_COUNT
 };
 
@@ -61,7 +62,7 @@ typedef struct {
     PyObject *obj;    /* STEP_GLOBAL / STEP_ATTR: the name; STEP_ITEM: the key */
 } step;
 
-typedef struct {
+typedef struct check {
     int op;
     int nsteps;
     int pure;          /* the path runs no Python code (no attribute or item step) */
@@ -72,6 +73,7 @@ typedef struct {
     Py_ssize_t ndims;  /* OP_SHAPE: the expected ndim */
     Py_ssize_t *dims;  /* OP_SHAPE: the expected sizes */
     Py_ssize_t guard;  /* index of the Guard this check belongs to */
+    struct check *other; /* OP_SAME_AS: the second path (its steps only), else NULL */
 } check;
 
 typedef struct {
@@ -282,6 +284,12 @@ static int run_check(const check *c, const inputs *in) {
     case OP_IS:
         ok = v == c->obj;
         break;
+    case OP_SAME_AS: {
+        PyObject *w = fetch(c->other, in);
+        ok = w == NULL ? -1 : v == w;
+        Py_XDECREF(w);
+        break;
+    }
     case OP_EQ:
         ok = compare(v, c->obj, Py_EQ);
         break;
@@ -641,6 +649,13 @@ static void free_checks(check *checks, Py_ssize_t n) {
         PyMem_Free(c->dims);
         Py_XDECREF(c->obj);
         Py_XDECREF(c->obj2);
+        if (c->other != NULL) {
+            for (int j = 0; c->other->steps != NULL && j < c->other->nsteps; j++) {
+                Py_XDECREF(c->other->steps[j].obj);
+            }
+            PyMem_Free(c->other->steps);
+            PyMem_Free(c->other);
+        }
     }
     PyMem_Free(checks);
 }
@@ -805,6 +820,16 @@ static PyObject *guardset_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         case OP_DIM:
             bad = !PyLong_CheckExact(obj) || PyLong_AsSsize_t(obj) < 0 || c->n < -1;
             PyErr_Clear();
+            break;
+        case OP_SAME_AS:
+            c->other = PyMem_Calloc(1, sizeof(check));
+            if (c->other == NULL) {
+                PyErr_NoMemory();
+                goto error;
+            }
+            if (parse_path(c->other, obj) < 0) {
+                goto error;
+            }
             break;
         default:
             break;

@@ -191,7 +191,7 @@ class GuardBuilder:
 # Step kinds and operations of csrc/guards.c (keep in sync with its enums).
 _ARG, _GLOBALS, _GLOBAL, _CLOSURE, _ATTR, _ITEM = range(6)
 (_TYPE_IS, _IS, _EQ, _NAN, _COPYSIGN, _REPR_EQ, _FUNC_CODE, _FUNC_GLOBALS, _DTYPE, _SHAPE,
- _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM) = range(17)
+ _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM, _SAME_AS) = range(18)
 
 _Check = tuple  # (op, path, obj, obj2, n, guard_index): one C check
 
@@ -283,6 +283,10 @@ class GuardLowering:
         if type(keys) is not tuple:
             return None
         return [(_TYPE_IS, p, typ, None, 0), (_KEYS, p, keys, None, 0)]
+
+    def SAME_OBJECT(self, p, expected):
+        other = self.path(expected)
+        return None if other is None else [(_SAME_AS, p, other, None, 0)]
 
     def NOT_IN_GLOBALS(self, p, expected):
         return [(_NOT_IN, p, expected, None, 0)]

@@ -225,6 +225,23 @@ class _LazyIterator(IteratorVariable):
             rest.append(item)
         return rest
 
+    def reconstruct(self, codegen) -> None:
+        # A zip or enumerate object holds nothing but its iterators (and enumerate its count):
+        # one made again over them, each where this one left it, is the same to the program
+        # (``for a, b in zip(xs, ys)`` whose loop runs with its body as a function). Not once
+        # a source ran out: plain Python's stays exhausted, a list iterator rebuilt at the end
+        # of its list would see items appended later.
+        if self.done:
+            raise Unsupported(f"cannot rebuild an exhausted {self.describe()}")
+        codegen.extend(ins.with_null(ins.load_const(self.kind)))
+        for source in self.sources:
+            codegen.reconstruct(source)
+        nargs = len(self.sources)
+        if self.kind is enumerate:
+            codegen.extend(ins.load_const(run_user_op(operator.add, self.start, self.count)))
+            nargs += 1
+        codegen.extend(ins.call(nargs))
+
 
 def _enumerate(tx, args, kwargs):
     start = kwargs["start"].as_python_constant() if "start" in kwargs else (
@@ -736,48 +753,163 @@ class UserObjectVariable(VariableTracker):
             raise Unsupported(f"call to {self.describe()}: its keywords are not traced")
         return func.call_function(tx, [*bound.items, *args], {**keywords.items, **kwargs})
 
+    def _guard_bound_here(self, tx, name: str, fn: Any) -> None:
+        """Guard that ``obj.name`` is still the class's function `fn` bound to this object: an
+        attribute of that name the object gets later (``obj.forward = other``) wins over the
+        class's method, and the guards on the class alone would not see it. (Reading
+        ``obj.name`` binds a method, which runs no user code and makes no ``__dict__``.)"""
+        from ..guards import Guard
+        from ..source import AttrSource
+
+        bound = AttrSource(self.source, name)
+        tx.output.add_guard(Guard(AttrSource(bound, "__func__"), "ID_MATCH", Guard.identity(fn)))
+        tx.output.add_guard(Guard(AttrSource(bound, "__self__"), "SAME_OBJECT", self.source))
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        """``obj.name``, decided as ``object.__getattribute__`` does (a data descriptor of the
+        class, then the object's own attribute, then the class attribute or its binding) without
+        running the user's code and without making the object's ``__dict__`` (see
+        `own_attribute`)."""
         from ..source import AttrSource
         from .builder import VariableBuilder
 
-        cls = type(self.value)
+        obj = self.value
+        cls = type(obj)
         if cls.__getattribute__ is not object.__getattribute__:
             # (even for an attribute written in this trace: the read runs the user's code)
             raise Unsupported(f"{self.describe()} has a custom __getattribute__")
         written = tx.root().side_effects.pending_attr(self, name)
         if written is not None:
             return written
-        missing = object()
-        static = inspect.getattr_static(self.value, name, missing)
-        if static is missing:
-            if getattr(cls, "__getattr__", None) is None:  # (the type is guarded)
-                raise user_error(AttributeError,
-                                 f"{cls.__name__!r} object has no attribute {name!r}")
-            raise Unsupported(f"{self.describe()} has no attribute {name!r} (it may come from "
-                              "__getattr__)")
-        in_instance = name in getattr(self.value, "__dict__", {})
-        if not in_instance and inspect.isfunction(static):
+        found = class_attribute(cls, name)
+        if found is not _MISSING and _is_data_descriptor(found):
+            if not isinstance(found, (types.MemberDescriptorType, types.GetSetDescriptorType)):
+                raise Unsupported(f"attribute {name!r} of {self.describe()} is a "
+                                  f"{type(found).__name__} (running its code is not traced yet)")
+            # A slot, ``__class__``, ``__dict__``, ``__weakref__``: read in C, no user code (and
+            # ``obj.__dict__`` makes the dict, as it does in plain Python).
+            try:
+                value = found.__get__(obj, cls)
+            except AttributeError:  # (an empty slot)
+                return self._missing(name)
+            return VariableBuilder(tx, AttrSource(self.source, name))(value)
+        own = own_attribute(obj, name, found)
+        if own is _UNKNOWN:
+            raise Unsupported(f"attribute {name!r} of {self.describe()}: the class's "
+                              f"{type(found).__name__} runs code unless the object has its own "
+                              f"{name!r}, and asking would make the object's __dict__")
+        if own is not _MISSING:
+            return VariableBuilder(tx, AttrSource(self.source, name))(own)
+        if found is _MISSING:
+            return self._missing(name)
+        if isinstance(found, types.FunctionType):
             # A method: the class's function (guarded by identity through the object's class),
             # called with the object first.
             fn_source = AttrSource(AttrSource(self.source, "__class__"), name)
-            fn = VariableBuilder(tx, fn_source)(static)
-            method = UserFunctionVariable(static, source=fn.source, bound_self=self)
+            fn = VariableBuilder(tx, fn_source)(found)
+            self._guard_bound_here(tx, name, found)
+            method = UserFunctionVariable(found, source=fn.source, bound_self=self)
             method.bound_name = name
             return method
-        if not in_instance and isinstance(static, (staticmethod, classmethod)) and \
-                inspect.isfunction(static.__func__):
+        if _plain_wrapper(found) and isinstance(found.__func__, types.FunctionType):
             # The function inside, read (and guarded) through the class: ``cls.__dict__[name]``
             # is the descriptor, ``cls.name`` what it gives.
             fn_source = AttrSource(AttrSource(self.source, "__class__"), name)
-            if isinstance(static, staticmethod):
-                return VariableBuilder(tx, fn_source)(static.__func__)
-            method = UserFunctionVariable(static.__func__, bound_self=VariableBuilder(
+            if isinstance(found, staticmethod):
+                return VariableBuilder(tx, fn_source)(found.__func__)
+            method = UserFunctionVariable(found.__func__, bound_self=VariableBuilder(
                 tx, AttrSource(self.source, "__class__"))(cls))
             method.bound_name = name
             return method
-        descriptor_types = (type(cls.__dict__.get("__dict__")), type(getattr(cls, "__weakref__", None)))
-        member = type(static).__name__ == "member_descriptor"
-        if not in_instance and hasattr(type(static), "__get__") and not member and not isinstance(static, descriptor_types):
-            raise Unsupported(f"attribute {name!r} of {self.describe()} is a {type(static).__name__} "
-                              "(running its code is not traced yet)")
-        return VariableBuilder(tx, AttrSource(self.source, name))(getattr(self.value, name))
+        if _defines(type(found), "__get__"):
+            raise Unsupported(f"attribute {name!r} of {self.describe()} is a "
+                              f"{type(found).__name__} (running its code is not traced yet)")
+        return VariableBuilder(tx, AttrSource(self.source, name))(found)
+
+    def _missing(self, name: str) -> VariableTracker:
+        """``obj.name`` finds nothing: AttributeError, unless the class's ``__getattr__`` (user
+        code, not traced) gives something."""
+        cls = type(self.value)
+        if getattr(cls, "__getattr__", None) is None:  # (the type is guarded)
+            raise user_error(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+        raise Unsupported(f"{self.describe()} has no attribute {name!r} (it may come from "
+                          "__getattr__)")
+
+
+# Attributes of user objects, looked up without running code or making an instance dict --------
+
+#: A class's own namespace and its MRO, read past any metaclass (which could run code).
+_class_namespace = type.__dict__["__dict__"].__get__
+_class_mro = type.__dict__["__mro__"].__get__
+#: Whether a class's instances have a ``__dict__`` (0: ``__slots__`` only, no dict at all).
+_dict_offset = type.__dict__["__dictoffset__"].__get__
+_MISSING = object()
+_UNKNOWN = object()
+
+
+def class_attribute(cls: type, name: str) -> Any:
+    """What `cls` or the first of its bases (in MRO order) defines under `name`, read from the
+    class namespaces without running a descriptor; `_MISSING` when none does."""
+    for klass in _class_mro(cls):
+        namespace = _class_namespace(klass)
+        if name in namespace:
+            return namespace[name]
+    return _MISSING
+
+
+def _defines(kind: type, name: str) -> bool:
+    return class_attribute(kind, name) is not _MISSING
+
+
+def _is_data_descriptor(attr: Any) -> bool:
+    """A class attribute that comes before the object's own attributes (``__set__`` or
+    ``__delete__``: a property, a slot, ``__dict__``)."""
+    return _defines(type(attr), "__set__") or _defines(type(attr), "__delete__")
+
+
+def _plain_wrapper(attr: Any) -> bool:
+    """A staticmethod or classmethod whose binding is the built-in one (no subclass's own
+    ``__get__``, which would be user code)."""
+    for base in (staticmethod, classmethod):
+        if isinstance(attr, base):
+            return class_attribute(type(attr), "__get__") is _class_namespace(base)["__get__"]
+    return False
+
+
+def own_attribute(obj: Any, name: str, found: Any) -> Any:
+    """What `obj` holds under `name` among its own attributes (its instance dict), given the
+    class attribute `found` (`class_attribute`; not a data descriptor): the value, `_MISSING`
+    when it holds nothing there (or the very object the class gives, which reads the same), or
+    `_UNKNOWN` when that cannot be told without running code.
+
+    Never asks for ``obj.__dict__``: on 3.11+ an object keeps its attributes without a dict
+    object until one is asked for, and making one shows (the garbage collector's counts,
+    ``sys.getsizeof``, CPython's test_gc and test_sys). ``object.__getattribute__`` reads
+    the attributes in place: it returns the object's own value when it has one, else what the
+    class gives, so where both could give the same object, the class's binding is told apart
+    by being new on every read."""
+    if not _dict_offset(type(obj)):
+        return _MISSING  # (``__slots__`` only: nothing beside the class's slots)
+    if found is not _MISSING and _defines(type(found), "__get__"):
+        if isinstance(found, types.FunctionType) or (
+                _plain_wrapper(found) and isinstance(found, classmethod)
+                and isinstance(found.__func__, types.FunctionType)):
+            # The class's binding is a new method object on each read (binding a function
+            # runs no code; a classmethod of anything else could run its __get__).
+            func, owner = (found, obj) if isinstance(found, types.FunctionType) else (
+                found.__func__, type(obj))
+            value = object.__getattribute__(obj, name)
+            if (type(value) is types.MethodType and value.__func__ is func
+                    and value.__self__ is owner
+                    and object.__getattribute__(obj, name) is not value):
+                return _MISSING
+            return value
+        if _plain_wrapper(found) and isinstance(found, staticmethod):
+            value = object.__getattribute__(obj, name)  # (the class gives its __func__ itself)
+            return _MISSING if value is found.__func__ else value
+        return _UNKNOWN  # (reading through the class would run its __get__)
+    try:
+        value = object.__getattribute__(obj, name)  # (no descriptor: nothing runs)
+    except AttributeError:
+        return _MISSING
+    return _MISSING if value is found else value

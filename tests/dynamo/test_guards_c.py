@@ -103,6 +103,10 @@ def _guards() -> list[Guard]:
         Guard(GetItemSource(X, "a"), "CONSTANT_MATCH", (int, 1)),
         Guard(ClosureSource("c", 0), "CONSTANT_MATCH", (int, 3)),
         Guard(ClosureSource("c", 1), "CONSTANT_MATCH", (int, 3)),
+        # (two paths: ``x.real is x`` holds for ints and floats, not for complex numbers)
+        Guard(AttrSource(X, "real"), "SAME_OBJECT", X),
+        Guard(GetItemSource(X, 0), "SAME_OBJECT", ClosureSource("c", 0)),
+        Guard(X, "SAME_OBJECT", GlobalSource("G")),
     ]
     for v in (None, 0, 3, True, 3.0, 0.0, -0.0, float("nan"), float("inf"), complex(0, -0.0),
               complex(float("nan"), 1), "a", b"a", slice(1, 2), ..., range(3), np.dtype("float64")):

@@ -197,6 +197,30 @@ static inline int npd_c_recursion_left(PyThreadState *ts) {
 #endif
 }
 
+/* The Python frame that called the running C function (borrowed), or NULL. */
+static inline npd_frame *npd_current_frame(PyThreadState *ts) {
+#if PY_VERSION_HEX >= 0x030D0000
+    return ts->current_frame;
+#elif PY_VERSION_HEX >= 0x030B0000
+    return ts->cframe->current_frame;
+#else
+    return ts->frame;
+#endif
+}
+
+/* Whether frame `f`'s frame object is referenced from outside the running frame: by a
+ * traceback, a local, a callee frame's f_back (`sys._getframe()` in a callee whose frame
+ * outlived its call), a tracer.  3.11+: the object exists (frame_obj) and the interpreter
+ * frame's own reference is not the only one.  3.10: every frame is an object, held once by
+ * the call that evaluates it (_PyEval_Vector). */
+static inline int npd_frame_object_shared(npd_frame *f) {
+#if PY_VERSION_HEX >= 0x030B0000
+    return f->frame_obj != NULL && Py_REFCNT(f->frame_obj) > 1;
+#else
+    return Py_REFCNT(f) > 1;
+#endif
+}
+
 /* ---- frame fields ---------------------------------------------------------------------- */
 
 static inline PyCodeObject *npd_frame_code(npd_frame *f) {

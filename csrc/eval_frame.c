@@ -721,8 +721,9 @@ static PyTypeObject TailCallType = {
  * the transformed code knows which resume function to call). */
 static PyObject *tail_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "tail_call() needs the function to call");
-        return NULL;
+        /* (transformed code that continues in its own frame instead calls ``tail_call()`` to
+         * drop the callable it pushed first, NULL slot included: see stay_in_frame) */
+        Py_RETURN_NONE;
     }
     TailCall *self = PyObject_GC_NewVar(TailCall, &TailCallType, nargs - 1);
     if (self == NULL) {
@@ -734,6 +735,48 @@ static PyObject *tail_call(PyObject *module, PyObject *const *args, Py_ssize_t n
     self->fn = Py_NewRef(args[nargs - 1]);
     PyObject_GC_Track(self);
     return (PyObject *)self;
+}
+
+/* call_owned(fn, *args) -> fn(*args), the caller's references to the arguments handed over
+ * to fn's frame (emitted by dynamo/codegen.py for the call of a try/with statement's body
+ * function: `del x` in the body must free x where plain Python does, and the caller's value
+ * stack would hold x until the call returns).  Only generated code calls it, with a CALL whose
+ * arguments are on its value stack: on 3.10-3.13 a METH_FASTCALL function gets those stack
+ * slots as `args`, and after the call the CALL drops whatever the slots hold.  So each slot
+ * gets None instead, and its reference moves to a C array that the hook drops once fn's frame
+ * has started (release_on_start), as for a tail call's arguments. */
+static PyObject *call_owned(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_owned(fn, *args) needs a function");
+        return NULL;
+    }
+    PyObject *fn = args[0];
+    Py_ssize_t n = nargs - 1;
+    PyObject *small[NPD_SMALL_ARGS] = {NULL};
+    PyObject **argv = small;
+    if (n > NPD_SMALL_ARGS) {
+        argv = PyMem_Malloc((size_t)n * sizeof(PyObject *));
+        if (argv == NULL) {
+            return PyErr_NoMemory();
+        }
+    }
+    PyObject **slots = (PyObject **)args + 1; /* (the caller's stack: see above) */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        argv[i] = slots[i];
+        slots[i] = Py_NewRef(Py_None);
+    }
+    if (Py_IS_TYPE(fn, &PyFunction_Type)) {
+        tls_release = (npd_release){fn, argv, n, NULL, 0};
+    }
+    PyObject *result = PyObject_Vectorcall(fn, argv, (size_t)n, NULL);
+    tls_release.func = NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(argv[i]);
+    }
+    if (argv != small) {
+        PyMem_Free(argv);
+    }
+    return result;
 }
 
 /* Make the tail calls `result` asks for, one after another, until a real result (or an
@@ -1424,6 +1467,26 @@ static PyObject *adopt_cells(PyObject *module, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* stay_in_frame() -> bool, called by transformed code at a graph break (dynamo/codegen.py):
+ * must the rest of the function run in this frame (an inline copy of the original bytecode)
+ * rather than in a resume function's frame?  Yes when the frame is observable: its frame
+ * object is referenced from outside (a traceback kept in a local, a frame taken with
+ * sys._getframe(), a callee frame's f_back: plain Python would show that object running the
+ * rest of the function, its f_lineno moving, its f_locals current), or a tracer, profiler or
+ * sys.monitoring tool is now active (a debugger must see the rest of the function run in the
+ * same frame, its line events, no new call event).  Never creates the frame object. */
+static PyObject *stay_in_frame(PyObject *module, PyObject *unused) {
+    PyThreadState *ts = PyThreadState_Get();
+    npd_frame *f = npd_current_frame(ts);
+    if (f == NULL) {
+        Py_RETURN_FALSE;
+    }
+    if (npd_frame_object_shared(f) || npd_thread_is_traced(ts, npd_frame_code(f))) {
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
 static PyObject *stack_info(PyObject *module, PyObject *unused) {
     uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
     if (tls_stack_deep == UINTPTR_MAX) {
@@ -1546,6 +1609,10 @@ static PyMethodDef module_methods[] = {
      PyDoc_STR("adopt_cells(): (3.10) in a continuation's prologue, make each cell variable "
                "whose argument is a cell of the original frame that very cell "
                "(cpython_compat.h); does nothing on 3.11+")},
+    {"stay_in_frame", stay_in_frame, METH_NOARGS,
+     PyDoc_STR("stay_in_frame() -> whether the calling frame is observable (its frame object "
+               "is referenced from outside it, or a tracer/profiler is active): at a graph "
+               "break, transformed code then continues in its own frame")},
     {"stack_info", stack_info, METH_NOARGS,
      PyDoc_STR("stack_info() -> {'size', 'left', 'deep_margin', 'hard_margin'} in bytes: this "
                "thread's C stack and the hook's thresholds, and 'c_recursion_left' (3.12+, "
@@ -1572,6 +1639,9 @@ static PyMethodDef module_methods[] = {
     {"tail_call", (PyCFunction)(void (*)(void))tail_call, METH_FASTCALL,
      PyDoc_STR("tail_call(*args, fn) -> a TailCall that the hook makes after the shadow frame "
                "returns (emitted by transformed code at graph breaks)")},
+    {"call_owned", (PyCFunction)(void (*)(void))call_owned, METH_FASTCALL,
+     PyDoc_STR("call_owned(fn, *args) -> fn(*args), the references the caller's value stack "
+               "holds to args handed over to fn's frame (only for generated code's CALL)")},
     {"code_stats", code_stats, METH_O,
      PyDoc_STR("code_stats(code) -> (hits, misses)")},
     {NULL, NULL, 0, NULL},

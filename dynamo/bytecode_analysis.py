@@ -273,13 +273,13 @@ class CodeInfo:
                     elif exits[j] != d:
                         return False
                     continue
+                if j in depths:  # (before the exit test: never both a member and an exit)
+                    if depths[j] != d:
+                        return False
+                    continue
                 if (depth is not None and not is_handler and self.handlers[j] is None
                         and not self.protected_by_block(j) and d <= depth):
                     exits[j] = d
-                    continue
-                if j in depths:
-                    if depths[j] != d:
-                        return False
                     continue
                 depths[j] = d
                 work.append(j)

@@ -34,14 +34,14 @@ from bytecode.instr import InstrLocation
 from . import compat
 from . import instructions as ins
 from . import loops, region_body
-from ._C import tail_call
+from ._C import call_owned, stay_in_frame, tail_call
 from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
 from .region_body import BodyPlan
-from .resume import (mark_plain_loop, note_empty_breaks, prologue_length, resume_code,
-                     super_receiver)
+from .resume import (mark_plain_loop, note_empty_breaks, prologue_length, reads_a_bool,
+                     rest_of_code, resume_code, super_receiver, target_lineno)
 from .side_effects import SideEffects
 from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
 from .variables.base import NullVariable, VariableTracker
@@ -61,6 +61,9 @@ LOOP_RESULT = "___loop_result"
 #: what a try/with block's body function returned, and the stack values passed to it
 BODY_RESULT = "___body_result"
 BODY_STACK = "___body_stack"
+#: Where a graph break that continues in its own frame keeps the stack values while it drops
+#: the tail call's callable from under them (deleted right after).
+STAY_TEMP = "___stay_stack"
 
 
 @dataclass
@@ -129,6 +132,12 @@ class Codegen:
         self.pads: set[tuple] = set()
         #: (3.10) the lines a handler may leave the frame at (`fix_and_reraise`)
         self.pad_lines: set[int] = set()
+        #: continuations that may run in this frame (`_stay`): index in the original code ->
+        #: (the label of its entry, whether the stack there holds values)
+        self.stay_entries: dict[int, tuple[Label, bool]] = {}
+        #: what each `_stay` check runs when it is true: (its label, instructions), emitted
+        #: after the code
+        self.stay_blocks: list[tuple[Label, list[Instr]]] = []
 
     def append(self, instr: Instr) -> None:
         instr.lineno = self.lineno
@@ -300,6 +309,8 @@ def transform_code(code: types.CodeType, result: GraphResult | None, exit: Frame
     if result is not None:
         gen.graph_error_handler()
     gen.emit_pads()
+    if gen.stay_entries:
+        _emit_rest(gen, code)
     return _assemble(code, gen.instructions)
 
 
@@ -363,19 +374,20 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
         for k in range(effects):
             gen.extend(ins.delete_fast(f"{EFFECT_TEMP}{k}"))
         exit.side_effects.store(gen)
+    # Arguments the frame deleted before the break (`del x`, a resume function's stack values)
+    # are unbound in the original frame: the shadow frame's slots must not keep them alive
+    # while the instruction, statement or loop runs.  (Stored first, so deleting a slot never
+    # fails.)
+    for name in argument_names(code):
+        if (name not in exit.locals and name not in exit.untouched_args
+                and name not in cellvars):
+            gen.extend(ins.load_const(None) + ins.store_fast(name) + ins.delete_fast(name))
     if exit.region is not None:
         _emit_region(gen, code, exit.region, exit.region_body)
         return
     if driven:
         _emit_loop_driver(gen, code, exit.loop_plan)
         return
-    # Arguments the frame deleted before the break (`del x`, a resume function's stack values)
-    # are unbound in the original frame: the shadow frame's slots must not keep them alive
-    # while the instruction runs.  (Stored first, so deleting a slot never fails.)
-    for name in argument_names(code):
-        if (name not in exit.locals and name not in exit.untouched_args
-                and name not in cellvars):
-            gen.extend(ins.load_const(None) + ins.store_fast(name) + ins.delete_fast(name))
     run = [Instr(instr.name, instr.arg, location=instr.location) for instr in exit.run]
     if run and run[-1].has_jump():
         branch = Label()
@@ -403,6 +415,24 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     layout = pushed if isinstance(pushed, tuple) else (False,) * pushed
     stack_nulls = tuple(isinstance(vt, NullVariable) for vt in deep) + layout
     live = tuple(name for name in live if name in exit.locals or name in exit.untouched_args)
+    # Continuing in this frame: the stack values go to temporaries, the callable below them
+    # (``NULL, tail_call``, and the receiver) is dropped, and they come back with the NULL
+    # slots the original has there.
+    on_stack = [i for i, null in enumerate(stack_nulls) if not null]
+    reshape: list[Instr] = []
+    for i in reversed(on_stack):
+        reshape += ins.store_fast(f"{STAY_TEMP}{i}")
+    receiver = super_receiver(code)
+    if receiver is not None:
+        reshape += ins.store_fast(receiver)  # (the value the frame has: see _emit_break)
+    reshape += ins.call(0) + ins.pop_top()  # (``tail_call()`` is None)
+    for i, null in enumerate(stack_nulls):
+        reshape += ins.push_null() if null else ins.load_fast(f"{STAY_TEMP}{i}")
+        if i and stack_nulls[i - 1]:  # (3.10: the NULL goes in under the callable)
+            reshape += ins.null_under_top()
+    for i in on_stack:
+        reshape += ins.delete_fast(f"{STAY_TEMP}{i}")
+    _stay(gen, code, target, len(stack_nulls), reshape)
     resume = resume_code(code, target, stack_nulls, live)
     note_empty_breaks(resume.code, exit.empty_breaks)
     if exit.plain_loop is not None:
@@ -418,6 +448,7 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
 def _call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[str, ...]) -> None:
     """Return ``tail_call(*names, resume_fn)`` for the resume function for `target`, passing
     these (bound) locals."""
+    _stay(gen, code, target, 0, [])
     resume = resume_code(code, target, (), names)
     gen.extend(ins.with_null(ins.load_const(tail_call)))
     _load_receiver(gen, code)
@@ -485,13 +516,17 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             open_try = open_for = None
         gen.label(labels[i])
         if handler is not None and open_try is None:
-            open_try = TryBegin(label_of(info.labels[handler.target]), handler.push_lasti)
+            # (the original's depth, an upper bound for `instructions.to_code`: see
+            # compat._keep_handler_depths)
+            open_try = TryBegin(label_of(info.labels[handler.target]), handler.push_lasti,
+                                handler.stack_depth)
             open_for = handler
             gen.label_raw(open_try)
         original = info.instructions[i]
         # (3.10: the body's call has a handler of its own that merges, `_emit_body_call`)
         merge = body is not None and i == body.handler and ins.HAS_EXCEPTION_TABLE
         if merge and original.name != "PUSH_EXC_INFO":
+            gen.extend(region_body.restore_after_exception(body))
             _emit_merge_traceback(gen, 1 if info.handlers[body.entry].push_lasti else None)
         copy = original.copy()
         if original.has_jump():
@@ -501,8 +536,11 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             else:  # (the exits come after the statement: 3.12 may jump back to them)
                 copy = ins.forward_jump(original, exits[target])[0]
                 copy.location = original.location
-        gen.extend_located([copy])
+        # (as the original, also without a line: a handler's PUSH_EXC_INFO has none, and a
+        # tracer started in the statement must see no line event there)
+        gen.instructions.append(copy)
         if merge and original.name == "PUSH_EXC_INFO":  # (..., lasti?, previous, exc)
+            gen.extend(region_body.restore_after_exception(body))
             _emit_merge_traceback(gen, 2 if info.handlers[body.entry].push_lasti else None)
         falls = original.name not in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS",
                                       "RERAISE") and \
@@ -511,12 +549,15 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             if open_try is not None:
                 gen.label_raw(TryEnd(open_try))
                 open_try = open_for = None
-            gen.extend(ins.jump_forward(exits[i + 1]))
+            for instr in ins.jump_forward(exits[i + 1]):
+                instr.location = original.location  # (no new line for a tracer)
+                gen.instructions.append(instr)
         previous = i
     if open_try is not None:
         gen.label_raw(TryEnd(open_try))
     for j, (depth, names) in region.exits.items():
         gen.label(exits[j])
+        _stay(gen, code, j, depth, [])
         resume = resume_code(code, j, (False,) * depth, names)
         for k in reversed(range(depth)):
             gen.extend(ins.store_fast(f"{EXIT_TEMP}{k}"))
@@ -548,24 +589,32 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     # handler merges and raises on into the statement's.
     mend = Label()
     if ins.HAS_EXCEPTION_TABLE:
-        protected = TryBegin(label_of(plan.handler), own.push_lasti)
+        protected = TryBegin(label_of(plan.handler), own.push_lasti, own.stack_depth)
         gen.label_raw(protected)
     else:
         protected = gen.protect(mend)
-    gen.extend(ins.null_before())
+    # The body function is called through `_C.call_owned`, which hands the references on this
+    # frame's value stack over to the body's frame, and a local the block may assign or delete
+    # holds None here while the body runs: the body's frame then holds the only reference, so
+    # `del x` or `x = ...` in the block frees the old value where plain Python does (a CALL
+    # keeps its arguments until it returns: with the hook installed no version inlines it).
+    # (The placeholder stays bound: the way from the handler to the code after the statement
+    # passes every bound local on, read or not; the plan guarantees none is read there. A way
+    # out stores the locals the block assigned and that are read after it.)
+    gen.extend(ins.with_null(ins.load_const(call_owned)))
     _load_closure(gen, code, plan.closure_names)
-    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.null_after())
+    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)))
     for k in range(plan.stack_args):
         gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
     for k in range(plan.stack_args):
         gen.extend(ins.delete_fast(f"{BODY_STACK}{k}"))
     for name in plan.params:
         gen.extend(ins.load_fast(name))
-    # (A local the block assigns stays bound here too while the body runs: the way from the
-    # handler to the code after the statement passes every bound local on, read or not.)
+        if name in plan.assigned:
+            gen.extend(ins.load_const(None) + ins.store_fast(name))
     for name in plan.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    gen.extend(ins.call(plan.stack_args + len(plan.params) + len(plan.cell_args))
+    gen.extend(ins.call(1 + plan.stack_args + len(plan.params) + len(plan.cell_args))
                + ins.store_fast(BODY_RESULT))
     if ins.HAS_EXCEPTION_TABLE:
         gen.label_raw(TryEnd(protected))
@@ -599,6 +648,7 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
     if not ins.HAS_EXCEPTION_TABLE:
         gen.label(mend)
+        gen.extend(region_body.restore_after_exception(plan))
         gen.fix_and_reraise(merge_body_traceback)
 
 
@@ -632,17 +682,27 @@ def _emit_position_fix(gen: Codegen, fix: Any, lasti_below: int | None) -> None:
 def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> None:
     """With the carried locals stored (and, for a ``for`` loop, the iterable on the stack): run
     the loop here, calling the body function once per iteration (`loops.py` says what it
-    returns)."""
+    returns). The locals the body assigns and the loop never reads back (`LoopPlan.kept`) stay
+    in this frame with the value the last iteration gave them, as in plain Python, and go on to
+    the code after the loop (`resume_with_kept`), with the ones it leaves alone
+    (`LoopPlan.through`)."""
     head, other = Label(), Label()
     on_stack = 1 if plan.iterates else 0  # the iterator
     if plan.iterates:
         gen.extend(ins.get_iter())
+    # (`loops.UNBOUND` until an iteration assigns one. A value such a local had before the loop
+    # is not kept: the translator did not store it, it is dead there.)
+    for name in plan.kept:
+        gen.extend(ins.load_const(loops.UNBOUND) + ins.store_fast(name))
     _load_closure(gen, code, plan.closure_names)
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.store_fast(LOOP_BODY))
     gen.label(head)
     if plan.iterates:
         done = Label()
         gen.extend(ins.for_iter(done) + ins.store_fast(ITEM))
+    # The body stores these first thing: plain Python lets go of the previous value right there.
+    for name in plan.kept_first:
+        gen.extend(ins.delete_fast(name))
     # An exception from the body passes a handler that merges the call's traceback entry with
     # the body's (`tracebacks.merge_body_traceback`) and raises it on from the statement that
     # raised (RERAISE 1 adds no entry): one entry for the function at that line, as in plain
@@ -662,16 +722,34 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     gen.unprotect(protected)
 
     def unpack(names: tuple[str, ...]) -> None:
+        """Store the values after the status, then let go of the result tuple (it would hold
+        them through the next call)."""
         gen.extend(ins.load_fast(LOOP_RESULT) + ins.unpack_sequence(1 + len(names)) + ins.pop_top())
         for name in names:
             gen.extend(ins.store_fast(name))
+        gen.extend(ins.delete_fast(LOOP_RESULT))
+
+    def resume_with_kept(target: int, names: tuple[str, ...], kept: tuple[str, ...]) -> None:
+        """Call the resume function for `target` with `names`; the `kept` among them are
+        `loops.UNBOUND` when no iteration ran (an iteration assigns them all): then they are
+        deleted here (`f_locals` shows what plain Python's would, were the rest to run in this
+        frame) and not passed."""
+        if kept:
+            unbound = Label()
+            gen.extend(ins.load_fast(kept[0]) + ins.if_is(loops.UNBOUND, unbound))
+            _call_resume(gen, code, target, names)
+            gen.label(unbound)
+            for name in kept:
+                gen.extend(ins.delete_fast(name))
+            names = tuple(name for name in names if name not in kept)
+        _call_resume(gen, code, target, names)
 
     def status_is(value: int, otherwise: Label) -> None:
         gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(0) + ins.binary_subscr())
         gen.extend(ins.if_not_equal(value, otherwise))
 
     status_is(loops.CONTINUE, other)
-    unpack(plan.carried)
+    unpack(plan.carried + plan.kept)
     gen.extend(ins.jump_backward(head))
     gen.label(other)
     after_return = Label()
@@ -680,12 +758,13 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     gen.extend(ins.drop_below(on_stack))  # the iterator
     gen.extend(ins.return_value())
     gen.label(after_return)
-    for k, (target, names) in enumerate(plan.exits):
+    for k, (target, live) in enumerate(plan.exits):
         after = Label()
         status_is(loops.EXIT + k, after)
         gen.extend(ins.pop_top() * on_stack)  # the iterator
+        names = loops.with_kept(live, plan.kept)
         unpack(names)
-        _call_resume(gen, code, target, names)
+        resume_with_kept(target, names + plan.through, ())  # (an iteration ran)
         gen.label(after)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
     gen.label(mend)
@@ -694,7 +773,69 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
         gen.label(done)
         gen.extend(ins.loop_exit())
         target, names = plan.done
-        _call_resume(gen, code, target, names)
+        resume_with_kept(target, names + plan.through + plan.kept, plan.kept)
+
+
+def _stay(gen: Codegen, code: types.CodeType, target: int, depth: int,
+          reshape: list[Instr]) -> None:
+    """Where the transformed code is about to hand the rest of the frame to the resume function
+    for `target`: when ``_C.stay_in_frame()`` says this frame is observable (its frame object
+    is referenced from outside it, or a tracer or profiler is now active), run `reshape`, which
+    leaves the stack (`depth` slots) as the original has it at `target`, and continue at
+    `target` in this frame instead, in a copy of the rest of the original (`_emit_rest`). Then
+    a frame taken with ``sys._getframe()`` or from a traceback runs the rest of the function
+    (its ``f_lineno`` moves on, it is not left dead in a reference cycle), and a debugger that a
+    callee started sees the rest of the function in the same frame, as in plain Python. The
+    check costs one C call per graph break; the copy runs uncompiled (the functions it calls
+    are captured as usual). Not for a target inside a try/with block (the stack and blocks
+    there are not rebuilt): the resume function runs, as before."""
+    info = code_info(code)
+    if target >= len(info.instructions) or info.in_exception_block(target):
+        return
+    line = target_lineno(code, target) if gen.lineno is not None else None
+    if line is None:
+        line = gen.lineno
+    if target not in gen.stay_entries:
+        gen.stay_entries[target] = (Label(), depth > 0)
+    block = Label()
+    check = (ins.with_null(ins.load_const(stay_in_frame)) + ins.call(0)
+             + ins.jump_if_true(block))
+    for instr in check:
+        instr.lineno = line
+        gen.instructions.append(instr)
+    out = reshape + ins.jump_forward(gen.stay_entries[target][0])
+    for instr in out:
+        instr.lineno = line
+    gen.stay_blocks.append((block, out))
+
+
+def _emit_rest(gen: Codegen, code: types.CodeType) -> None:
+    """After the code: the blocks the `_stay` checks jump to, an entry per continuation (the
+    transformed code's temporaries unbound, so ``f_locals`` shows the user's names only), and
+    the copy of the original's instructions that can run from them (`resume.rest_of_code`)."""
+    for label, block in gen.stay_blocks:
+        gen.instructions.append(label)
+        gen.instructions += block
+    temps = sorted({item.arg for item in gen.instructions
+                    if isinstance(item, Instr) and item.name in ("STORE_FAST", "DELETE_FAST")
+                    and isinstance(item.arg, str) and item.arg.startswith("___")
+                    and item.arg not in code.co_varnames})
+    rest, labels = rest_of_code(code, gen.stay_entries)
+    for target, (entry, has_stack) in gen.stay_entries.items():
+        line = target_lineno(code, target) if gen.lineno is not None else None
+        if line is None:
+            line = gen.lineno
+        instrs: list[Instr] = []
+        if has_stack and reads_a_bool(code, target):
+            instrs += ins.to_bool()  # (as a resume function's prologue: see resume._generate)
+        for name in temps:
+            instrs += ins.load_const(None) + ins.store_fast(name) + ins.delete_fast(name)
+        instrs += ins.jump_forward(labels[target])
+        for instr in instrs:
+            instr.lineno = line
+        gen.instructions.append(entry)
+        gen.instructions += instrs
+    gen.instructions += rest
 
 
 def _assemble(code: types.CodeType, body: list) -> types.CodeType:

@@ -24,7 +24,7 @@ import sys
 import types
 from typing import Any
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr
+from bytecode import Bytecode, CellVar, FreeVar, Instr, TryBegin
 
 __all__ = [
     "PY", "PY310", "PY312", "PY313", "NULL_AFTER_CALLABLE", "HAS_PREFIX", "HAS_EXCEPTION_TABLE",
@@ -65,6 +65,7 @@ def decode(code: types.CodeType) -> Bytecode:
     """``Bytecode.from_code(code)``, normalised as the module docstring says. Every user of a
     code's instructions goes through here, so instruction indices agree everywhere."""
     bc = Bytecode.from_code(code)
+    _keep_handler_depths(code, bc)
     if not PY312:
         return bc
     cells, free = set(code.co_cellvars), set(code.co_freevars)
@@ -92,6 +93,25 @@ def decode(code: types.CodeType) -> Bytecode:
         out.append(item)
     bc[:] = out
     return bc
+
+
+def _keep_handler_depths(code: types.CodeType, bc: Bytecode) -> None:
+    """(3.11+) Give each decoded try range the stack depth of its exception table entry.
+    `bytecode` leaves them unset and computes them when assembling, from the stack where each
+    range starts; CPython's is the depth at the start of the statement the handler belongs to,
+    which is lower for a range that starts inside a handler (3.12+'s cleanup of a nested
+    ``except``: 2 too deep, so an exception there left two stale values on the stack and the
+    region analysis read a handler at the wrong depth). `instructions.to_code` keeps the lower
+    of the two."""
+    if not HAS_EXCEPTION_TABLE:
+        return
+    entries = dis._parse_exception_table(code)
+    begins = [item for item in bc if isinstance(item, TryBegin)]
+    if len(begins) != len(entries) or any(b.push_lasti != e.lasti
+                                          for b, e in zip(begins, entries)):
+        return  # (not one range per entry: leave them to `bytecode`)
+    for begin, entry in zip(begins, entries):
+        begin.stack_depth = entry.depth
 
 
 def offsets_to_indices(code: types.CodeType) -> dict[int, int]:

@@ -172,6 +172,35 @@ _OWN_DIRS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep for p in
                   (__file__, _fx.__file__))
 
 
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    """`exc` and every exception its causes and contexts reach."""
+    seen: dict[int, BaseException] = {}
+    todo = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or id(item) in seen:
+            continue
+        seen[id(item)] = item
+        todo += [item.__cause__, item.__context__]
+    return list(seen.values())
+
+
+def _forget_traceback(exc: BaseException, users: BaseException | None) -> None:
+    """Drop the tracebacks of a compile's exception (and of the causes and contexts it made)
+    once it is handled, and return None. They hold the compiler's frames, one of which may hold
+    the exception itself (a reference cycle), and the outermost of them has the user's frame as
+    its f_back: kept alive, that frame object would outlive the user's call as garbage
+    (``gc.collect()`` counts it) and look referenced from outside (``_C.stay_in_frame``).
+    `users` is the exception the user's program was handling when the compile started (a frame
+    called from an ``except`` clause or an ``__exit__``): the compile's exceptions have it as
+    their context, and it and its chain are the user's, left as they are."""
+    keep = {id(item) for item in _chain(users)}
+    for item in _chain(exc):
+        if id(item) not in keep:
+            item.__traceback__ = None
+    return None
+
+
 def _warn_at_user_code(message: str, category: type[Warning]) -> None:
     """warnings.warn attributed to the first frame outside npdynamo (the user's call of the
     compiled function), with that frame's module and registry, as warnings.warn does for the
@@ -280,8 +309,9 @@ class ConvertFrame:
                     _unskip_uncapturable(code)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
+        users = sys.exc_info()[1]  # (the exception the user's program is handling, if any)
         try:
-            return self._convert(frame)
+            return self._convert(frame, users)
         except (FullGraphError, InternalError, Warning):
             raise  # (meant for the user: fullgraph=True, suppress_errors=False, -W error)
         except Exception as exc:  # noqa: BLE001 (the user's frame runs whatever went wrong)
@@ -289,14 +319,15 @@ class ConvertFrame:
             # (``builtins.len = lru_cache(len)``, CPython's test_functools) failing in the skip
             # rules or the cache bookkeeping: the code runs as written.
             try:
-                return self._internal_error(frame.f_code, exc)
+                self._internal_error(frame.f_code, exc)
             except (FullGraphError, InternalError, Warning):
                 raise
             except Exception:  # noqa: BLE001 (even reporting it failed: the stdlib needs len)
                 self._mark_failed(frame.f_code)
-                return None
+            return _forget_traceback(exc, users)
 
-    def _convert(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
+    def _convert(self, frame: Any, users: BaseException | None = None
+                 ) -> tuple[Callable, types.CodeType] | None:
         code = frame.f_code
         if code in self.failed or code in self.uncapturable:
             # First: while a fullgraph callback exists, uncapturable code is not marked SKIP
@@ -318,13 +349,17 @@ class ConvertFrame:
                     compiled = trace_frame(frame, self.backend, allow_breaks=not self.fullgraph,
                                            dynamic=self.dynamic)
             except UserCodeError as exc:
-                return self._user_error(code, exc, recompile_reason)
+                self._user_error(code, exc, recompile_reason)
+                return _forget_traceback(exc, users)
             except Unsupported as exc:
-                return self._unsupported(code, exc, bool(entries), recompile_reason)
+                self._unsupported(code, exc, bool(entries), recompile_reason)
+                return _forget_traceback(exc, users)
             except Exception as exc:
                 if isinstance(exc.__cause__ or exc, (RecursionError, MemoryError)):
-                    return None  # no stack/memory left now, nothing wrong with the code: retry later
-                return self._internal_error(code, exc)
+                    # no stack/memory left now, nothing wrong with the code: retry later
+                    return _forget_traceback(exc, users)
+                self._internal_error(code, exc)  # (raises InternalError unless suppressed)
+                return _forget_traceback(exc, users)
             if compiled is None:
                 _record(CompileRecord(code, reason=NOTHING_TO_COMPILE))
                 if not entries:

@@ -24,13 +24,13 @@ from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, P
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
     "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
-    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_not_equal",
-    "install_cells", "jump_backward", "jump_forward", "load_attr", "load_closure", "load_const",
-    "load_deref", "load_fast", "load_global", "loop_exit", "make_cell", "make_closure",
-    "make_function", "null_after", "null_before", "null_under_top", "pop_block", "pop_top",
-    "push_null", "reraise_with_traceback", "resume", "return_tagged_for", "return_value",
-    "setup_finally", "store_attr", "store_deref", "store_fast", "store_global", "store_subscr",
-    "swap", "to_bool", "unpack_sequence", "with_null",
+    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_is",
+    "if_not_equal", "install_cells", "jump_backward", "jump_forward", "jump_if_true", "load_attr",
+    "load_closure", "load_const", "load_deref", "load_fast", "load_global", "loop_exit",
+    "make_cell", "make_closure", "make_function", "null_after", "null_before", "null_under_top",
+    "pop_block", "pop_top", "push_null", "reraise_with_traceback", "resume", "return_tagged_for",
+    "return_value", "setup_finally", "store_attr", "store_deref", "store_fast", "store_global",
+    "store_subscr", "swap", "to_bool", "unpack_sequence", "with_null",
 ]
 
 #: Instructions of a code object's prologue that set up its frame (free variables copied from
@@ -279,6 +279,11 @@ def if_not_equal(value: Any, otherwise: Label) -> list[Instr]:
     return [Instr("LOAD_CONST", value), Instr("COMPARE_OP", _EQ), Instr(_IF_FALSE, otherwise)]
 
 
+def jump_if_true(target: Label) -> list[Instr]:
+    """Pop the top (an exact bool); jump forward to `target` if it is True."""
+    return [Instr("POP_JUMP_FORWARD_IF_TRUE" if PY == (3, 11) else "POP_JUMP_IF_TRUE", target)]
+
+
 def to_bool() -> list[Instr]:
     """Make the top an exact bool where a conditional jump needs one (3.13 jumps only on True
     and False; a NumPy bool from a graph, which the user's COMPARE_OP would have cast, falls
@@ -313,6 +318,13 @@ def pop_top() -> list[Instr]:
 
 def nop(location: Any) -> list[Instr]:
     return [Instr("NOP", location=location)]
+
+
+def if_is(value: Any, target: Label) -> list[Instr]:
+    """Pop the top; jump forward to `target` if it is `value` (identity: no ``==`` is called,
+    so any object may be on top)."""
+    return [Instr("LOAD_CONST", value), Instr("IS_OP", 0),
+            Instr("POP_JUMP_FORWARD_IF_TRUE" if PY == (3, 11) else "POP_JUMP_IF_TRUE", target)]
 
 
 def if_none(target: Label) -> list[Instr]:
@@ -452,7 +464,8 @@ def to_code(bc: Any) -> Any:
     made left work for the cyclic collector (``gc.collect()`` returned > 0 after one compile, which
     CPython's test_gc sees). The graph's blocks are emptied once the flat bytecode is made from it.
     """
-    from bytecode import ControlFlowGraph
+    from bytecode import ControlFlowGraph, TryBegin
+    from bytecode.instr import UNSET
 
     from . import config
 
@@ -460,7 +473,16 @@ def to_code(bc: Any) -> Any:
         bc = _with_nops(bc)
     cfg = ControlFlowGraph.from_bytecode(bc)
     try:
+        # The try ranges decoded from a code keep its exception table's depths
+        # (`compat.decode`): `bytecode` computes deeper ones for a range that starts inside a
+        # handler (3.12+), and the lower of the two is CPython's. (Ours are computed.)
+        begins = [item for block in cfg for item in block if isinstance(item, TryBegin)]
+        known = {id(b): b.stack_depth for b in begins if b.stack_depth is not UNSET}
         stacksize = cfg.compute_stacksize()
+        for begin in begins:
+            depth = known.get(id(begin))
+            if depth is not None and depth < begin.stack_depth:
+                begin.stack_depth = depth
         flat = cfg.to_bytecode()
     finally:
         for block in cfg:

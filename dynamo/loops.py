@@ -23,6 +23,25 @@ Every value crossing the boundary must be bound, since Python cannot pass an unb
 plan requires the locals the loop reads to be bound before it, and every local needed after an
 exit to be bound on every path to that exit (otherwise None). Cells are shared as the body
 function's closure, like a resume function's.
+
+The locals the body assigns that the loop never reads back (`LoopPlan.kept`: the loop variable
+of ``for e in items: check(e)``, a temporary) are not needed by the next iteration, but plain
+Python leaves the last value in the frame until the function returns (or rebinds it): the
+object stays reachable, its finalizer runs at the return, and it shows in the frame's locals.
+So the body returns them too, after the carried locals (``(0, *carried, *kept)``) and after an
+exit's locals. Only the locals it assigns on every way through an iteration are kept (so they
+are bound wherever it returns them): the loop variable, a temporary assigned unconditionally.
+The driver holds `UNBOUND` for them until an iteration ran; after the loop it passes them to the
+resume function as live locals when the loop ran, else not. Likewise the locals the loop leaves
+alone that nothing after it reads (`LoopPlan.through`, set by the translator: the ones cheap to
+pass) are stored before the loop and passed on after it.
+
+Not kept (they die when the body returns): a local assigned on some paths only
+(passing its old value into the body would make it an argument whose value the body's
+translator decides on without a guard, e.g. whether rebinding it may run a finalizer, and equal
+calls would recompile), and a local the body deletes. An old value the body rebinds is held by
+the driver until the body returns, where plain Python frees it at the store (one iteration's
+difference); the loop variable, assigned first, is let go before the call.
 """
 
 from __future__ import annotations
@@ -42,11 +61,20 @@ from .resume import (
     super_receiver,
 )
 
-__all__ = ["LoopPlan", "plan_loop", "ITEM"]
+__all__ = ["LoopPlan", "plan_loop", "ITEM", "UNBOUND"]
 
 ITEM = "___item"
 CONTINUE, RETURN, EXIT = 0, 1, 2
 
+
+class _UnboundMeta(type):
+    def __repr__(cls) -> str:
+        return "<unbound local>"
+
+
+class UNBOUND(metaclass=_UnboundMeta):
+    """What the loop driver holds for a kept local while no iteration has run (see the module
+    docstring), compared by identity. (A class: a copy is the same object.)"""
 
 
 @dataclass(frozen=True)
@@ -57,7 +85,8 @@ class LoopPlan:
     #: for a ``for`` loop: the instruction index after the loop when it runs out of items, and
     #: what to pass there; None for a ``while`` loop (it leaves through an exit)
     done: tuple[int, tuple[str, ...]] | None
-    #: per exit k: (instruction index it jumps to, locals the body returns for it)
+    #: per exit k: (instruction index it jumps to, locals live there: the body returns these,
+    #: then the rest of `kept`, see `with_kept`)
     exits: tuple[tuple[int, tuple[str, ...]], ...]
     closure_names: tuple[str, ...]
     #: a ``for`` loop (the driver iterates and passes each item first), or a ``while`` loop
@@ -65,6 +94,22 @@ class LoopPlan:
     #: the frame's cell variables, whose cells are passed last on each call (as to a resume
     #: function: an emptied one reads as UnboundLocalError)
     cell_args: tuple[str, ...] = ()
+    #: locals the body assigns on every way through an iteration and the loop never reads
+    #: back: returned after the carried ones at CONTINUE, and after each exit's live locals
+    #: (`with_kept`)
+    kept: tuple[str, ...] = ()
+    #: those of `kept` that the body assigns first thing (a ``for`` loop's target): the driver
+    #: lets go of the old value before the call, as plain Python does at the target's store
+    kept_first: tuple[str, ...] = ()
+    #: the locals the loop stores or deletes (the kept ones, the carried ones it rebinds, and
+    #: the ones it deletes)
+    assigned: frozenset[str] = frozenset()
+    #: locals bound before the loop that it never touches and nothing after it reads, stored
+    #: before the loop and passed on after it anyway, as plain Python keeps them in the frame
+    #: until the return (the translator's `kept_alive`: cheap to pass); set per compile by
+    #: `symbolic_convert._plan_loop` (the plan itself is cached per code)
+    through: tuple[str, ...] = ()
+
 
 
 _plans = CodeMap()  # (by identity: see bytecode_analysis.CodeMap)
@@ -114,6 +159,7 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
     exits: dict[int, int] = {}  # target index -> exit number
     # (a for loop has its iterator and the item on the stack; a while loop nothing)
     work = [(first, frozenset(carried), 2 if iterates else 0)]
+    left: frozenset[str] | None = None
     while work:
         i, names, d = work.pop()
         if i in must:
@@ -137,6 +183,8 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
             edges.append((i + 1, False))
         for target, jumped in edges:
             after = d + inst.stack_effect(jump=jumped)
+            if target == header or target not in region:
+                left = names if left is None else left & names  # (bound at every way out)
             if target == header:
                 if not set(carried) <= names or after != (1 if iterates else 0):
                     return None  # back at the header: carried locals bound, the iterator only
@@ -156,19 +204,52 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
                 exits.setdefault(target, len(exits))
             else:
                 work.append((target, names, after))
+    kept, kept_first, assigned = _kept_locals(info, first, depth, set(carried) | cells, iterates,
+                                              left or frozenset())
     exit_list = tuple(sorted(((t, tuple(sorted(info.live_locals(t) - cells))) for t in exits),
                           key=lambda e: exits[e[0]]))
     closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
-    body = _body_code(code, header, first, back, carried,
-                      {t: k for k, (t, _) in enumerate(exit_list)}, dict(exit_list), depth,
-                      closure_names, cell_args, iterates)
+    body = _body_code(code, header, first, back, carried + kept,
+                      {t: k for k, (t, _) in enumerate(exit_list)},
+                      {t: with_kept(names, kept) for t, names in exit_list}, depth,
+                      closure_names, cell_args, iterates, carried)
     live_done = tuple(sorted(info.live_locals(done) - cells)) if iterates else ()
     return LoopPlan(body, carried, (done, live_done) if iterates else None, exit_list,
-                    closure_names, iterates, cell_args)
+                    closure_names, iterates, cell_args, kept, kept_first, assigned)
 
 
-def _body_code(code, header, first, back, carried, exit_numbers, exit_live, depth, closure_names,
-               cell_args, iterates):
+def _kept_locals(info, first: int, depth: dict[int, int], excluded: set[str], iterates: bool,
+                 left: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]:
+    """The locals an iteration assigns on every way to the next one and out of the loop
+    (`left`: bound at each) that are not `excluded` (carried, cells); those of them it assigns
+    before anything else runs; and every local it stores or deletes."""
+    stored, deleted = set(), set()
+    for i in depth:
+        inst = info.instructions[i]
+        if isinstance(inst.arg, str) and inst.name in ("STORE_FAST", "LOAD_FAST_AND_CLEAR"):
+            stored.add(inst.arg)
+        elif isinstance(inst.arg, str) and inst.name == "DELETE_FAST":
+            deleted.add(inst.arg)
+    # (npdynamo's own locals, ``___stack0`` of a resume function, are not the user's)
+    kept = tuple(sorted(name for name in (stored & left) - deleted - excluded
+                        if not name.startswith("___")))
+    firsts: list[str] = []
+    i = first
+    while iterates and i in depth and info.instructions[i].name in ("STORE_FAST", "NOP"):
+        if info.instructions[i].name == "STORE_FAST" and info.instructions[i].arg in kept:
+            firsts.append(info.instructions[i].arg)
+        i += 1
+    return kept, tuple(sorted(set(firsts))), frozenset(stored | deleted)
+
+
+def with_kept(names: tuple[str, ...], kept: tuple[str, ...]) -> tuple[str, ...]:
+    """What the body returns at an exit whose live locals are `names` (after the status): those,
+    then the kept locals that are not among them."""
+    return names + tuple(name for name in kept if name not in names)
+
+
+def _body_code(code, header, first, back, returned, exit_numbers, exit_live, depth, closure_names,
+               cell_args, iterates, carried):
     original = compat.decode(code)
     info = code_info(code)
     body: list = []
@@ -243,7 +324,7 @@ def _body_code(code, header, first, back, carried, exit_numbers, exit_live, dept
             extra = kind[1]
             tail += ins.load_const(RETURN) + ins.swap(2) + ins.build_tuple(2)
         else:
-            names = carried if kind[0] == "continue" else exit_live[kind[1]]
+            names = returned if kind[0] == "continue" else exit_live[kind[1]]
             status = CONTINUE if kind[0] == "continue" else EXIT + exit_numbers[kind[1]]
             extra = kind[-1]
             tail += ins.load_const(status)

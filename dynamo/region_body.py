@@ -24,8 +24,15 @@ it never touches, are stood in for by None) and returns at every way out of the 
                                      stack above its own, and the locals it assigned that are
                                      read there
 
+The calling frame hands the locals the block may assign or delete over to the body (it holds None
+for them during the call, and `_C.call_owned` moves the references of the call's arguments into
+the body's frame), so ``del x`` or ``x = ...`` in the block frees the old value where plain
+Python does; a way out returns the new values, and on the exception's way the caller takes them
+back from the body's finished frame (`restore_after_exception`).
+
 The frame-level cost of this scheme is one rule about exceptions: when the body function raises,
-the locals it assigned are lost (they live in its frame). So the plan is refused when code on the
+the locals it assigned and the caller did not pass it are lost (they live in its frame). So the
+plan is refused when code on the
 exception's way (the handler, or, for a ``with`` whose manager never swallows, the enclosing
 handler) may read a local the block assigns. The handler merges the traceback entries of the call
 and of the body function's frame into one (`tracebacks.merge_body_traceback`): the frame's own, at
@@ -71,10 +78,18 @@ class BodyPlan:
     cell_args: tuple[str, ...]
     #: index of the first instruction of the block's handler (where the traceback is merged)
     handler: int
-    #: locals the block may assign or delete (the caller lets go of them during the call)
+    #: locals the block may assign or delete
     assigned: frozenset[str]
     #: ``try`` or ``with`` (for names and messages)
     kind: str
+
+    @property
+    def handed_over(self) -> tuple[str, ...]:
+        """The passed locals the block may assign or delete: the caller holds None for them
+        while the body runs (the body's frame holds the only reference, so ``del x`` frees
+        where plain Python does), stores what a way out returns, and, on the exception's way,
+        what the body's frame had (`restore_after_exception`)."""
+        return tuple(name for name in self.params if name in self.assigned)
 
 
 _plans = CodeMap()  # (by identity: see bytecode_analysis.CodeMap)
@@ -266,7 +281,8 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
         body.append(labels[i])
         if handler is not None and open_try is None and compat.HAS_EXCEPTION_TABLE:
             # (3.10: the block's inner SETUP_* and POP_BLOCK instructions are copied instead)
-            open_try = TryBegin(labels[info.labels[handler.target]], handler.push_lasti)
+            open_try = TryBegin(labels[info.labels[handler.target]], handler.push_lasti,
+                                handler.stack_depth)  # (an upper bound: see compat.decode)
             open_for = handler
             body.append(open_try)
         item = info.instructions[i]
@@ -324,6 +340,53 @@ def _body_code(code, kind, entry, members, depths, base, stack_args, params, exi
                              stack_names + list(params) + list(cellvars), closure_names,
                              f"<{kind} body at line {line}>", cellvars=tuple(cellvars))
 
+
+def restore_after_exception(plan: BodyPlan) -> list[Instr]:
+    """Instructions for the calling frame, where an exception from the body function's call
+    is handled (3.11+: on top of the stack; 3.10: the one being handled), before
+    `tracebacks.merge_body_traceback` clears the body's frame: store into the locals handed
+    over (`BodyPlan.handed_over`) the values the body's frame had when it raised, as plain
+    Python's frame has them at the handler. Net stack effect zero; nothing when none is."""
+    names = plan.handed_over
+    if not names:
+        return []
+    seq = ins.with_null(ins.load_const(body_values))
+    if compat.HAS_EXCEPTION_TABLE:
+        seq += ins.load_const(names) + ins.copy(3 + ins.NULL_SLOTS) + ins.call(2)
+    else:
+        seq += ins.load_const(names) + ins.call(1)
+    seq += ins.unpack_sequence(len(names))
+    for name in names:
+        seq += ins.store_fast(name)
+    return seq
+
+
+def body_values(names: tuple[str, ...], exc: BaseException | None = None) -> tuple:
+    """(`restore_after_exception`) The values `names` have in the frame of the body function
+    that `exc` (default: the exception being handled) came out of: its traceback's second
+    entry, a frame of the same user function (the body, or a resume function that continued
+    it). None for a name unbound there (the caller's placeholder; the plan guarantees no code
+    on this way reads such a local), and all None when the body's frame never started."""
+    import sys
+
+    if exc is None:
+        exc = sys.exc_info()[1]
+    tb = getattr(exc, "__traceback__", None)
+    body = tb.tb_next if tb is not None else None
+    if body is None:
+        return (None,) * len(names)
+    mine, theirs = tb.tb_frame.f_code, body.tb_frame.f_code
+    if (theirs.co_filename, theirs.co_firstlineno, theirs.co_name) != \
+            (mine.co_filename, mine.co_firstlineno, mine.co_name):
+        return (None,) * len(names)  # (not the body's: it raised before the body started)
+    f_locals = body.tb_frame.f_locals
+    values = tuple(f_locals.get(name) for name in names)
+    if type(f_locals) is dict:
+        # (3.10-3.12: a snapshot kept in the frame, which clearing the frame leaves: it would
+        # hold the values as long as the finished frame lives)
+        for name in names:
+            f_locals.pop(name, None)
+    return values
 
 
 def exit_never_swallows(vt, tx=None) -> bool:

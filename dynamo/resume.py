@@ -48,7 +48,8 @@ from .bytecode_analysis import CodeMap
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
            "super_receiver", "passed_cells", "prologue_length", "empty_breaks",
-           "note_empty_breaks", "STACK_PREFIX"]
+           "note_empty_breaks", "rest_of_code", "target_lineno", "reads_a_bool",
+           "STACK_PREFIX"]
 
 STACK_PREFIX = "___stack"
 
@@ -202,7 +203,11 @@ def resume_code(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...]
     Its arguments: `super_receiver(code)` if any, the stack values, then `live_locals` (the
     receiver left out of them)."""
     receiver = super_receiver(code)
-    live_locals = tuple(name for name in live_locals if name != receiver)
+    # (in the order of the function's own local slots: a frame clears its locals slot by slot
+    # when it returns, so finalizers run in the order they would in plain Python)
+    slot = {name: i for i, name in enumerate(code.co_varnames)}
+    live_locals = tuple(sorted((name for name in live_locals if name != receiver),
+                               key=lambda name: (slot.get(name, len(slot)), name)))
     key = (target, stack_nulls, live_locals)
     per_code = _resume_codes.setdefault(code, {})
     found = per_code.get(key)
@@ -274,6 +279,48 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
                                  cellvars=tuple(cellvars))
     return ResumeCode(new_code, tuple(live_locals), tuple(stack_nulls), closure_names,
                       tuple(cellvars))
+
+
+def rest_of_code(code: types.CodeType, targets) -> tuple[list, dict[int, Label]]:
+    """The instructions of `code` that can run from any instruction index in `targets` (its
+    prologue left out), unchanged, with their exception table entries and source positions;
+    and for each target the label placed at it. Transformed code that continues in its own
+    frame after a graph break jumps there (`codegen`, ``_C.stay_in_frame``). The labels and
+    exception ranges are this copy's own. 3.10 copies every instruction after the prologue: its
+    line events start where a line-table range starts, and a range must start where the
+    original's does (a target in the middle of a statement reports no new line)."""
+    original = compat.decode(code)
+    reachable: set[int] = set()
+    for target in targets:
+        reachable |= _reachable(code, target)
+    labels = {target: Label() for target in targets}
+    instrs = [item for item in original if isinstance(item, Instr)]
+    skip = prologue_length(instrs)
+    body: list = []
+    index = 0
+    for item in original:
+        if isinstance(item, Instr):
+            if index in labels:
+                place_label(body, labels[index])
+            index += 1
+            if index - 1 < skip or (index - 1 not in reachable and ins.HAS_EXCEPTION_TABLE):
+                continue
+            item = item.copy()
+        body.append(item)
+    return _without_empty_try_ranges(body), labels
+
+
+def target_lineno(code: types.CodeType, index: int) -> int | None:
+    """The line of `code`'s instruction `index` (None past the end or without a line)."""
+    from .bytecode_analysis import code_info
+
+    instructions = code_info(code).instructions
+    return instructions[index].lineno if index < len(instructions) else None
+
+
+def reads_a_bool(code: types.CodeType, index: int) -> bool:
+    """Whether instruction `index` of `code` needs an exact bool on top of the stack."""
+    return _reads_a_bool(code, index)
 
 
 def _reads_a_bool(code: types.CodeType, index: int) -> bool:

@@ -11,6 +11,7 @@ One handler method per opcode, named after it; the dispatch table is built once 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import inspect
 import operator
@@ -305,8 +306,8 @@ class InstructionTranslator:
             return "region"
         inst = self.instructions[index]
         if inst.name in ("DELETE_FAST", "STORE_FAST") and \
-                not self.info.in_exception_block(index):
-            return "at"  # (only `check_drop` raises there)
+                not self.info.in_exception_block(index) and not isinstance(exc, UserCodeError):
+            return "at"  # (`check_drop`; a ``del`` of an unbound local raises in plain Python)
         # (3.12+: a LOAD_ATTR with the method bit pushes a NULL, as 3.11's LOAD_METHOD)
         if (inst.name in BREAKABLE and not compat.attr_is_method(inst)
                 and not self.info.in_exception_block(index)):
@@ -563,9 +564,15 @@ class InstructionTranslator:
             value.node.meta["named"] = True
 
     def DELETE_FAST(self, inst: Instr) -> None:
+        name = inst.arg
+        bound = name in self.locals or (name in self.argnames and name not in self.deleted)
+        if not bound and isinstance(name, str) and not name.startswith("___"):
+            # (as Python: ``del x`` of an unbound local raises; the frame then runs plainly)
+            raise user_error(UnboundLocalError,
+                             f"local variable {name!r} is deleted before it is assigned")
         self.check_drop(inst)
-        self.locals.pop(inst.arg, None)
-        self.deleted.add(inst.arg)
+        self.locals.pop(name, None)
+        self.deleted.add(name)
 
     def check_drop(self, inst: Instr) -> None:
         """`del x` / ``x = ...``: the translator only simulates it, and the transformed code
@@ -1434,6 +1441,9 @@ class ArrayRowIterator(VariableTracker):
     """``for row in x``: each row is read when its iteration starts (x[i] then), so a change to
     x made by an earlier iteration is seen, as in Python (reading every row up front is not)."""
 
+    #: built once where it is needed twice (``zip(it, it)``): one iterator, as in Python
+    has_identity = True
+
     def __init__(self, tx: InstructionTranslator, array: NDArrayVariable) -> None:
         if array.meta.is_scalar or array.meta.ndim == 0:
             raise user_error(TypeError, "iteration over a 0-d array")
@@ -1458,6 +1468,20 @@ class ArrayRowIterator(VariableTracker):
         while (row := self.next()) is not None:
             rows.append(row)
         return rows
+
+    def reconstruct(self, codegen) -> None:
+        """``iter(x)`` at the row this one reached (an array's iterator is the sequence
+        iterator, positioned by its pickled state): it reads the rows live, as this one."""
+        codegen.extend(ins.with_null(ins.load_const(_sequence_iterator_at)))
+        codegen.reconstruct(self.array)
+        codegen.extend(ins.load_const(self.index) + ins.call(2))
+
+
+def _sequence_iterator_at(seq: Any, index: int) -> Any:
+    """``iter(seq)`` advanced to `index` (a sequence iterator's pickled state)."""
+    it = iter(seq)
+    it.__setstate__(index)
+    return it
 
 
 @dataclass(frozen=True)
@@ -1733,6 +1757,11 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable],
         _graph_values(vt.obj, found, inside)
     elif isinstance(vt, GeneratorVariable):  # (rebuilt over its iterable, if not started)
         _graph_values(vt.iterable, found, inside)
+    elif isinstance(vt, ArrayRowIterator):  # (rebuilt over its array)
+        _graph_values(vt.array, found, inside)
+    elif isinstance(vt, IteratorVariable) and getattr(vt, "sources", None) is not None:
+        for source in vt.sources:  # (a zip or enumerate: rebuilt over its iterators)
+            _graph_values(source, found, inside)
     elif isinstance(vt, IteratorVariable):  # the items it has not produced yet
         for item in vt.items[vt.index:]:
             _graph_values(item, found, inside)
@@ -1847,9 +1876,15 @@ def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:
     if plan is None:
         exit.plain_loop = f"the loop at line {line} runs in plain Python: {reason}"
         return
+    # (the locals the loop leaves alone and nothing after it reads stay alive past it, as at
+    # any other break: see loops.LoopPlan.through)
+    through = tuple(sorted(tx.kept_alive(exit.untouched_args) - set(plan.carried)
+                           - plan.assigned))
+    plan = dataclasses.replace(plan, through=through)
     exit.loop_plan = plan
     exit.consumed = len(exit.stack)
-    exit.continuations = [(index, 0, plan.carried)]  # (what is stored before the driver runs)
+    # (what is stored before the driver runs)
+    exit.continuations = [(index, 0, plan.carried + through)]
 
 
 def _count_empty_break(tx: InstructionTranslator, exit: BreakExit) -> None:

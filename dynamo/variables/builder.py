@@ -112,6 +112,15 @@ def wrap_constant(value: Any, literal: bool = False) -> VariableTracker:
 MAX_TRACED_ITEMS = 256
 
 
+def _argument_or_item(source: Any) -> bool:
+    """A local, or an item of a tuple/list in one (``t[0]``, ``t[1][2]``): where an int or float
+    may become a graph input once its value changes between compiles (a loop body function
+    gets ``(i, row)`` from ``enumerate`` as one argument: its counter changes every call)."""
+    while isinstance(source, GetItemSource) and type(source.index) is int:
+        source = source.base
+    return isinstance(source, LocalSource)
+
+
 class VariableBuilder:
     def __init__(self, tx: "InstructionTranslator", source: Source) -> None:
         self.tx = tx
@@ -146,7 +155,7 @@ class VariableBuilder:
         typ = type(value)
         if typ is np.ndarray or (issubclass(typ, np.generic) and typ.__module__ == "numpy"):
             return self.tx.output.add_graph_input(self.source, value)
-        if typ in (int, float) and isinstance(self.source, LocalSource):
+        if typ in (int, float) and _argument_or_item(self.source):
             output = self.tx.output
             if scalar_is_dynamic(output.code, self.source.name(), value, output.dynamic):
                 return output.add_scalar_input(self.source, value)

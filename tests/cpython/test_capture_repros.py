@@ -625,3 +625,59 @@ def test_self_referencing_list_leaves_no_garbage(tmp_path):
             print(live_at_break(b), live_at_break(b))
         print(gc.collect())
     """)
+
+
+# Fixed: `del x` in an except clause inside a try body that runs as a body function did not
+# free x: the calling frame still held it (its local, the CALL's argument on its value stack,
+# and the resume function's argument slot x came from); on 3.10 a reference cycle through the
+# handler's `e` then kept it alive past the call. The call hands its references over now
+# (`_C.call_owned`, codegen._emit_body_call; test_raise TestContext.test_3611).
+def test_del_in_a_try_body_frees_where_plain_python_does(tmp_path):
+    same_as_plain(tmp_path, """
+        import gc
+        events = []
+        class C:
+            def __del__(self):
+                events.append("del")
+        def f():
+            x = C()             # (a graph break: x comes to the resume function on its stack)
+            try:
+                try:
+                    f.x
+                except AttributeError:
+                    del x
+                    gc.collect()
+                    events.append("after del")
+                    raise TypeError
+            except Exception as e:
+                events.append("handler")
+            events.append("end")
+        for _ in range(2):
+            with CAPTURE():
+                f()
+            print(events)
+            events.clear()
+    """)
+
+
+# Fixed (dynamo/loops.py, codegen's loop driver): a loop whose body runs as a body function left
+# the body's locals behind when the loop ended; plain Python keeps the last `e` bound in the frame
+# until the function returns, so its object stays reachable (test_gc
+# GCCallbackTests.test_collect_garbage: after `for e in gc.garbage:` one Uncollectable pair).
+def test_loop_variable_stays_bound_after_the_loop(tmp_path):
+    same_as_plain(tmp_path, """
+        import gc
+        class Cycle:
+            def __init__(self):
+                self.me = self
+        def f(items, b):
+            for e in items:
+                b.x                 # graph break: the body is a function of its own
+            items[:] = []
+            gc.collect()
+            return sum(1 for o in gc.get_objects() if type(o) is Cycle)  # (e is dead here)
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            print(f([Cycle(), Cycle()], b))
+            print(f([Cycle(), Cycle()], b))
+    """)

@@ -792,9 +792,7 @@ def _stay(gen: Codegen, code: types.CodeType, target: int, depth: int,
     info = code_info(code)
     if target >= len(info.instructions) or info.in_exception_block(target):
         return
-    line = target_lineno(code, target) if gen.lineno is not None else None
-    if line is None:
-        line = gen.lineno
+    line = _continuation_line(gen, code, target)
     if target not in gen.stay_entries:
         gen.stay_entries[target] = (Label(), depth > 0)
     block = Label()
@@ -807,6 +805,13 @@ def _stay(gen: Codegen, code: types.CodeType, target: int, depth: int,
     for instr in out:
         instr.lineno = line
     gen.stay_blocks.append((block, out))
+
+
+def _continuation_line(gen: Codegen, code: types.CodeType, target: int) -> int | None:
+    """The line the code that continues at `target` in this frame carries: the target's (a
+    tracer then sees no line event of its own), or the frame's (none when the code has none)."""
+    line = target_lineno(code, target) if gen.lineno is not None else None
+    return gen.lineno if line is None else line
 
 
 def _emit_rest(gen: Codegen, code: types.CodeType) -> None:
@@ -822,9 +827,7 @@ def _emit_rest(gen: Codegen, code: types.CodeType) -> None:
                     and item.arg not in code.co_varnames})
     rest, labels = rest_of_code(code, gen.stay_entries)
     for target, (entry, has_stack) in gen.stay_entries.items():
-        line = target_lineno(code, target) if gen.lineno is not None else None
-        if line is None:
-            line = gen.lineno
+        line = _continuation_line(gen, code, target)
         instrs: list[Instr] = []
         if has_stack and reads_a_bool(code, target):
             instrs += ins.to_bool()  # (as a resume function's prologue: see resume._generate)

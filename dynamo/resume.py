@@ -260,7 +260,7 @@ def _generate(code: types.CodeType, target: int, stack_nulls: tuple[bool, ...],
         prologue += ins.push_null() if null else ins.load_fast(f"{STACK_PREFIX}{i}")
         if i and stack_nulls[i - 1]:  # (3.10: the NULL goes in under the callable)
             prologue += ins.null_under_top()
-    if stack_nulls and _reads_a_bool(code, target):
+    if stack_nulls and reads_a_bool(code, target):
         # (3.13: a jump or ``not`` there reads an exact bool that the user's COMPARE_OP cast;
         # a graph passes a NumPy bool)
         prologue += ins.to_bool()
@@ -320,10 +320,6 @@ def target_lineno(code: types.CodeType, index: int) -> int | None:
 
 def reads_a_bool(code: types.CodeType, index: int) -> bool:
     """Whether instruction `index` of `code` needs an exact bool on top of the stack."""
-    return _reads_a_bool(code, index)
-
-
-def _reads_a_bool(code: types.CodeType, index: int) -> bool:
     from .bytecode_analysis import code_info
 
     instructions = code_info(code).instructions

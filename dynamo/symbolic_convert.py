@@ -60,7 +60,7 @@ from .variables.builder import wrap_constant
 from .variables.constant import _immutable as is_immutable
 from .variables.constant import (SymIntVariable, UnspecializedScalarVariable, run_user_op,
                                  user_error)
-from .variables.containers import DictViewVariable, _Sequence, iterate
+from .variables.containers import DictViewVariable, _iterator_at, _positioned, _Sequence, iterate
 from .variables.lazy import LazyVariable, realize
 from .variables.opaque import OpaqueObjectVariable
 
@@ -1472,16 +1472,7 @@ class ArrayRowIterator(VariableTracker):
     def reconstruct(self, codegen) -> None:
         """``iter(x)`` at the row this one reached (an array's iterator is the sequence
         iterator, positioned by its pickled state): it reads the rows live, as this one."""
-        codegen.extend(ins.with_null(ins.load_const(_sequence_iterator_at)))
-        codegen.reconstruct(self.array)
-        codegen.extend(ins.load_const(self.index) + ins.call(2))
-
-
-def _sequence_iterator_at(seq: Any, index: int) -> Any:
-    """``iter(seq)`` advanced to `index` (a sequence iterator's pickled state)."""
-    it = iter(seq)
-    it.__setstate__(index)
-    return it
+        _positioned(codegen, _iterator_at, self.array, self.index)
 
 
 @dataclass(frozen=True)

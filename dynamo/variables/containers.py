@@ -243,7 +243,7 @@ class IteratorVariable(VariableTracker):
         # knows; no one else holds it, e.g. the one a comprehension is about to consume), of
         # the type Python made: ``reversed(list)``, ``iter(range(...))``.
         if isinstance(self.container, ListVariable):  # (over the same list object, as Python)
-            _positioned(codegen, _list_iterator_at, self.container, self.index)
+            _positioned(codegen, _iterator_at, self.container, self.index)
             return
         rest = self.items[self.index:]
         if self.kind is _LIST_REVERSED:
@@ -349,8 +349,9 @@ class CheckedIteratorVariable(IteratorVariable):
         return super().unpack(tx)
 
 
-def _list_iterator_at(lst: list, index: int):
-    """``iter(lst)`` advanced to `index` (a list iterator's pickled state)."""
+def _iterator_at(lst: Any, index: int):
+    """``iter(lst)`` advanced to `index` (a list's or a sequence's iterator, by its pickled
+    state)."""
     it = iter(lst)
     it.__setstate__(index)
     return it

@@ -28,6 +28,10 @@ two processes build the same key the first rename wins and the other process use
 entry. Readers therefore see a complete entry or none. Entries that fail validation (checksum or
 size mismatch, missing file, unreadable metadata) are reported with `CorruptCacheEntryWarning`,
 moved aside and rebuilt.
+
+Files are written with ``json.dumps`` and no indentation: ``json.dump`` and indented output use
+the pure-Python encoder, whose closures are reference cycles, garbage that a user's
+``gc.collect()`` would find after every kernel build.
 """
 
 from __future__ import annotations
@@ -332,7 +336,7 @@ class KernelCache:
         files = {name: {"size": (staging / name).stat().st_size,
                         "sha256": file_sha256(staging / name)} for name in ENTRY_FILES}
         meta = dict(meta, key=key, format=CACHE_FORMAT, files=files)
-        (staging / META_NAME).write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        (staging / META_NAME).write_text(json.dumps(meta, sort_keys=True) + "\n")
         entry = self.entry_dir(key)
         for _attempt in range(3):
             try:
@@ -373,7 +377,7 @@ class KernelCache:
             _mkdirs(path.parent, self.root)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".alias-", suffix=".tmp")
             with os.fdopen(fd, "w") as fh:
-                json.dump(record, fh)
+                fh.write(json.dumps(record))
             os.replace(tmp, path)
         except OSError:
             pass  # an optimisation only: without it a compiler-less process rebuilds nothing
@@ -433,7 +437,7 @@ def record_verdict(entry: Path, key: str, verdict: dict) -> None:
         try:
             fd, tmp = tempfile.mkstemp(dir=entry, prefix=".verdicts-", suffix=".tmp")
             with os.fdopen(fd, "w") as fh:
-                json.dump({"format": CACHE_FORMAT, "verdicts": verdicts}, fh)
+                fh.write(json.dumps({"format": CACHE_FORMAT, "verdicts": verdicts}))
             os.replace(tmp, entry / VERDICTS_NAME)
         except OSError:
             if tmp is not None:

@@ -167,7 +167,7 @@ def _store_probe(path: Path | None, data: dict) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".probe-", suffix=".tmp")
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh)
+            fh.write(json.dumps(data))  # (not json.dump: see cache.py's module docstring)
         os.replace(tmp, path)
     except OSError:
         pass  # the probe cache is an optimisation only

@@ -40,8 +40,8 @@ from .exc import Unsupported
 from .loops import ITEM, LoopPlan
 from .output_graph import GraphResult
 from .region_body import BodyPlan
-from .resume import (mark_plain_loop, note_empty_breaks, prologue_length, reads_a_bool,
-                     rest_of_code, resume_code, super_receiver, target_lineno)
+from .resume import (in_loop_body, mark_plain_loop, note_empty_breaks, prologue_length,
+                     reads_a_bool, rest_of_code, resume_code, super_receiver, target_lineno)
 from .side_effects import SideEffects
 from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
 from .variables.base import NullVariable, VariableTracker
@@ -685,15 +685,19 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     returns). The locals the body assigns and the loop never reads back (`LoopPlan.kept`) stay
     in this frame with the value the last iteration gave them, as in plain Python, and go on to
     the code after the loop (`resume_with_kept`), with the ones it leaves alone
-    (`LoopPlan.through`)."""
+    (`LoopPlan.through`). The body gets the item, the kept locals and the carried ones it may
+    rebind through `_C.call_owned`, and this frame unbinds them meanwhile
+    (`LoopPlan.handed_over`): the body's frame holds the only reference, so a store there frees
+    the old value where plain Python does."""
     head, other = Label(), Label()
     on_stack = 1 if plan.iterates else 0  # the iterator
     if plan.iterates:
         gen.extend(ins.get_iter())
-    # (`loops.UNBOUND` until an iteration assigns one. A value such a local had before the loop
-    # is not kept: the translator did not store it, it is dead there.)
+    # (`loops.UNBOUND` until an iteration assigns one; a value it had before the loop that is
+    # cheap to pass is stored with the carried locals, `LoopPlan.kept_before`)
     for name in plan.kept:
-        gen.extend(ins.load_const(loops.UNBOUND) + ins.store_fast(name))
+        if name not in plan.kept_before:
+            gen.extend(ins.load_const(loops.UNBOUND) + ins.store_fast(name))
     _load_closure(gen, code, plan.closure_names)
     gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.store_fast(LOOP_BODY))
     gen.label(head)
@@ -703,21 +707,31 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     # The body stores these first thing: plain Python lets go of the previous value right there.
     for name in plan.kept_first:
         gen.extend(ins.delete_fast(name))
-    # An exception from the body passes a handler that merges the call's traceback entry with
-    # the body's (`tracebacks.merge_body_traceback`) and raises it on from the statement that
-    # raised (RERAISE 1 adds no entry): one entry for the function at that line, as in plain
-    # Python, not also the loop's line.
+    # An exception from the body passes a handler that takes the handed-over locals back from
+    # the body's frame and merges the call's traceback entry with the body's
+    # (`tracebacks.merge_body_traceback`), then raises it on from the statement that raised
+    # (RERAISE 1 adds no entry): one entry for the function at that line, as in plain Python,
+    # not also the loop's line.
     mend = Label()
     gen.pad_positions(plan.body)
     protected = gen.protect(mend)
-    gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
+    if plan.owned_call:
+        gen.extend(ins.with_null(ins.load_const(call_owned)) + ins.load_fast(LOOP_BODY))
+    else:
+        gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
     if plan.iterates:
         gen.extend(ins.load_fast(ITEM))
-    for name in plan.carried:
+        if plan.hands_item:
+            gen.extend(ins.delete_fast(ITEM))
+    handed = set(plan.handed_over)
+    for name in plan.carried + plan.params:
         gen.extend(ins.load_fast(name))
+        if name in handed:
+            gen.extend(ins.delete_fast(name))
     for name in plan.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    gen.extend(ins.call(on_stack + len(plan.carried) + len(plan.cell_args))
+    gen.extend(ins.call(plan.owned_call + on_stack + len(plan.carried) + len(plan.params)
+                        + len(plan.cell_args))
                + ins.store_fast(LOOP_RESULT))
     gen.unprotect(protected)
 
@@ -729,20 +743,44 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
             gen.extend(ins.store_fast(name))
         gen.extend(ins.delete_fast(LOOP_RESULT))
 
-    def resume_with_kept(target: int, names: tuple[str, ...], kept: tuple[str, ...]) -> None:
-        """Call the resume function for `target` with `names`; the `kept` among them are
-        `loops.UNBOUND` when no iteration ran (an iteration assigns them all): then they are
-        deleted here (`f_locals` shows what plain Python's would, were the rest to run in this
-        frame) and not passed."""
-        if kept:
-            unbound = Label()
-            gen.extend(ins.load_fast(kept[0]) + ins.if_is(loops.UNBOUND, unbound))
+    def resume_with_kept(target: int, names: tuple[str, ...],
+                         unsure: tuple[tuple[str, ...], bool]) -> None:
+        """Call the resume function for `target` with `names`, of which the `unsure` ones may be
+        `loops.UNBOUND` (`LoopPlan.unsure`): those are deleted here and not passed (`f_locals`
+        shows what plain Python's would, were the rest to run in this frame). When they are
+        all bound, or all unbound, that is one resume function each; a mix continues in this
+        frame, in the plain copy of the rest (`_stay`). A loop body's own frames pass the
+        marker on (to the body's epilogue, which returns it)."""
+        maybe, together = unsure
+        if not maybe or in_loop_body(code):
             _call_resume(gen, code, target, names)
-            gen.label(unbound)
-            for name in kept:
-                gen.extend(ins.delete_fast(name))
-            names = tuple(name for name in names if name not in kept)
+            return
+        some_unbound = Label()
+        for name in maybe:
+            gen.extend(ins.load_fast(name) + ins.if_is(loops.UNBOUND, some_unbound))
         _call_resume(gen, code, target, names)
+        gen.label(some_unbound)
+        if not together:
+            mixed = Label()
+            for name in maybe:
+                unbound = Label()
+                gen.extend(ins.load_fast(name) + ins.if_is(loops.UNBOUND, unbound)
+                           + ins.jump_forward(mixed))
+                gen.label(unbound)
+        for name in maybe:
+            gen.extend(ins.delete_fast(name))
+        _call_resume(gen, code, target, tuple(name for name in names if name not in maybe))
+        if not together:
+            gen.label(mixed)
+            for name in maybe:
+                unbound, bound = Label(), Label()
+                gen.extend(ins.load_fast(name) + ins.if_is(loops.UNBOUND, unbound)
+                           + ins.jump_forward(bound))
+                gen.label(unbound)
+                gen.extend(ins.delete_fast(name))
+                gen.label(bound)
+            # (the plan made sure `_call_resume` registered the copy of the rest: see loops)
+            gen.extend(ins.jump_forward(gen.stay_entries[target][0]))
 
     def status_is(value: int, otherwise: Label) -> None:
         gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(0) + ins.binary_subscr())
@@ -758,22 +796,45 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     gen.extend(ins.drop_below(on_stack))  # the iterator
     gen.extend(ins.return_value())
     gen.label(after_return)
-    for k, (target, live) in enumerate(plan.exits):
+    for k, (target, returned) in enumerate(plan.exits):
         after = Label()
         status_is(loops.EXIT + k, after)
         gen.extend(ins.pop_top() * on_stack)  # the iterator
-        names = loops.with_kept(live, plan.kept)
+        names = loops.with_kept(returned, plan.kept)
         unpack(names)
-        resume_with_kept(target, names + plan.through, ())  # (an iteration ran)
+        resume_with_kept(target, names + plan.through, plan.unsure(k))
         gen.label(after)
     gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
     gen.label(mend)
+    _emit_take_back(gen, plan.handed_over + plan.kept_first)
     gen.fix_and_reraise(merge_body_traceback)
     if plan.iterates:
         gen.label(done)
         gen.extend(ins.loop_exit())
         target, names = plan.done
-        resume_with_kept(target, names + plan.through + plan.kept, plan.kept)
+        resume_with_kept(target, names + plan.through + plan.kept, plan.unsure(None))
+
+
+def _emit_take_back(gen: Codegen, names: tuple[str, ...]) -> None:
+    """In the handler of an exception from a loop body's call (3.11+: the exception on top of
+    the stack; 3.10: the one being handled), before the body's frame is cleared: store into
+    `names` the values the body's frame had when it raised (`loops.taken_back`), leaving a
+    name the body's frame had unbound as it is. Net stack effect zero."""
+    if not names:
+        return
+    gen.extend(ins.with_null(ins.load_const(loops.taken_back)) + ins.load_const(names))
+    if ins.HAS_EXCEPTION_TABLE:
+        gen.extend(ins.copy(3 + ins.NULL_SLOTS) + ins.call(2))
+    else:
+        gen.extend(ins.call(1))
+    gen.extend(ins.unpack_sequence(len(names)))
+    for name in names:
+        unbound, stored = Label(), Label()
+        gen.extend(ins.copy(1) + ins.if_is(loops.UNBOUND, unbound) + ins.store_fast(name)
+                   + ins.jump_forward(stored))
+        gen.label(unbound)
+        gen.extend(ins.pop_top())
+        gen.label(stored)
 
 
 def _stay(gen: Codegen, code: types.CodeType, target: int, depth: int,

@@ -9,7 +9,7 @@ loop and the rest of the frame then run in plain Python).
 The body function is a copy of the original code that starts right after the loop's FOR_ITER
 with the item pushed, and returns at every way out of one iteration:
 
-    (0, *carried)        the next iteration (the back-edge, ``continue``)
+    (0, *carried, *kept) the next iteration (the back-edge, ``continue``)
     (1, value)           a ``return`` inside the loop
     (2 + k, *exit_k)     a jump out of the loop (``break``) to exit k
 
@@ -24,24 +24,42 @@ plan requires the locals the loop reads to be bound before it, and every local n
 exit to be bound on every path to that exit (otherwise None). Cells are shared as the body
 function's closure, like a resume function's.
 
-The locals the body assigns that the loop never reads back (`LoopPlan.kept`: the loop variable
-of ``for e in items: check(e)``, a temporary) are not needed by the next iteration, but plain
-Python leaves the last value in the frame until the function returns (or rebinds it): the
-object stays reachable, its finalizer runs at the return, and it shows in the frame's locals.
-So the body returns them too, after the carried locals (``(0, *carried, *kept)``) and after an
-exit's locals. Only the locals it assigns on every way through an iteration are kept (so they
-are bound wherever it returns them): the loop variable, a temporary assigned unconditionally.
-The driver holds `UNBOUND` for them until an iteration ran; after the loop it passes them to the
-resume function as live locals when the loop ran, else not. Likewise the locals the loop leaves
-alone that nothing after it reads (`LoopPlan.through`, set by the translator: the ones cheap to
-pass) are stored before the loop and passed on after it.
+Plain Python keeps a local in the frame until the function returns or rebinds it, and frees the
+old value at the store that rebinds it; the object's finalizer runs there, and the local shows
+in the frame's locals. So:
 
-Not kept (they die when the body returns): a local assigned on some paths only
-(passing its old value into the body would make it an argument whose value the body's
-translator decides on without a guard, e.g. whether rebinding it may run a finalizer, and equal
-calls would recompile), and a local the body deletes. An old value the body rebinds is held by
-the driver until the body returns, where plain Python frees it at the store (one iteration's
-difference); the loop variable, assigned first, is let go before the call.
+- The locals the body stores and the loop never reads back (`LoopPlan.kept`: the loop variable,
+  a temporary, a local assigned in one branch) are passed to the body (`LoopPlan.params`; not
+  the loop variable, whose old value the driver lets go of right after FOR_ITER, where plain
+  Python's store does) and returned by it, at CONTINUE and at each exit (`with_kept`); the
+  carried ones and those an exit needs are returned there too, and after the loop they all go
+  to the resume function of the code that follows.
+- While the body runs the driver holds none of the locals the body may rebind
+  (`LoopPlan.handed_over`), nor the item when the body may let go of it early
+  (`LoopPlan.hands_item`): it unbinds its own slots and calls the body through `_C.call_owned`,
+  which moves the call's references into the body's frame, so the body's frame holds the only
+  reference. (With nothing to hand over, a plain call is cheaper: `LoopPlan.owned_call`.)
+- A kept local no iteration assigned yet is `UNBOUND` in the driver, and the body receives and
+  returns that marker like a value (it never reads the local before assigning it: the local is
+  not live at the loop's head; and the body's frame is not the function's). Where the body
+  rebinds such a local, its translator decides whether the old value's death may run code on
+  the marker or on an earlier iteration's value: the decision is guarded
+  (`symbolic_convert`, `judge_iteration_value`). A value the local had before the loop
+  (`LoopPlan.kept_before`, set by the translator: the cheap ones) is the first iteration's.
+- Where the loop ends, the marker must not reach the function's own frames: the driver deletes
+  the unbound ones and passes the bound ones on (`LoopPlan.unsure`). All bound, or none of the
+  ones that may be unbound, each have a resume function; any other mix continues in the
+  driver's frame, in the plain copy of the rest of the function (`codegen._stay`), which a
+  target inside a try/with block cannot (the plan is refused then). A loop body's own frames
+  pass the marker on (to the body's epilogue, which returns it).
+- When the body raises, the driver takes the handed-over locals back from the body's finished
+  frame before that frame is cleared (`taken_back`): the frame in the traceback holds them, as
+  plain Python's does, and they live as long as it.
+
+The locals the loop leaves alone that nothing after it reads (`LoopPlan.through`, set by the
+translator: the ones cheap to pass) are stored before the loop and passed on after it. Not kept
+(it dies when the body returns): a local the body deletes (the body could not return it where it
+is unbound).
 """
 
 from __future__ import annotations
@@ -54,14 +72,16 @@ from bytecode import Instr, Label, TryBegin, TryEnd
 from . import compat
 from . import instructions as ins
 from .bytecode_analysis import CodeMap, code_info
+from .region_body import body_values
 from .resume import (
     continuation_code,
+    in_loop_body,
     mark_loop_body,
     place_label,
     super_receiver,
 )
 
-__all__ = ["LoopPlan", "plan_loop", "ITEM", "UNBOUND"]
+__all__ = ["LoopPlan", "plan_loop", "taken_back", "ITEM", "UNBOUND"]
 
 ITEM = "___item"
 CONTINUE, RETURN, EXIT = 0, 1, 2
@@ -73,8 +93,9 @@ class _UnboundMeta(type):
 
 
 class UNBOUND(metaclass=_UnboundMeta):
-    """What the loop driver holds for a kept local while no iteration has run (see the module
-    docstring), compared by identity. (A class: a copy is the same object.)"""
+    """What the loop driver and the body function hold for a kept local no iteration has
+    assigned yet (see the module docstring), compared by identity. (A class: a copy is the same
+    object, and dropping it frees nothing.)"""
 
 
 @dataclass(frozen=True)
@@ -83,10 +104,11 @@ class LoopPlan:
     #: locals passed to the body (after the item), and returned by it at CONTINUE (same order)
     carried: tuple[str, ...]
     #: for a ``for`` loop: the instruction index after the loop when it runs out of items, and
-    #: what to pass there; None for a ``while`` loop (it leaves through an exit)
+    #: what to pass there (the carried locals; then `through` and `kept`); None for a ``while``
+    #: loop (it leaves through an exit)
     done: tuple[int, tuple[str, ...]] | None
-    #: per exit k: (instruction index it jumps to, locals live there: the body returns these,
-    #: then the rest of `kept`, see `with_kept`)
+    #: per exit k: (instruction index it jumps to, the locals live there and the carried ones
+    #: bound there: the body returns these, then the rest of `kept`, see `with_kept`)
     exits: tuple[tuple[int, tuple[str, ...]], ...]
     closure_names: tuple[str, ...]
     #: a ``for`` loop (the driver iterates and passes each item first), or a ``while`` loop
@@ -94,9 +116,9 @@ class LoopPlan:
     #: the frame's cell variables, whose cells are passed last on each call (as to a resume
     #: function: an emptied one reads as UnboundLocalError)
     cell_args: tuple[str, ...] = ()
-    #: locals the body assigns on every way through an iteration and the loop never reads
-    #: back: returned after the carried ones at CONTINUE, and after each exit's live locals
-    #: (`with_kept`)
+    #: locals the body stores (and never deletes) that the loop never reads back: returned after
+    #: the carried ones at CONTINUE, and after each exit's live locals (`with_kept`); `UNBOUND`
+    #: while no iteration has assigned one
     kept: tuple[str, ...] = ()
     #: those of `kept` that the body assigns first thing (a ``for`` loop's target): the driver
     #: lets go of the old value before the call, as plain Python does at the target's store
@@ -109,7 +131,55 @@ class LoopPlan:
     #: until the return (the translator's `kept_alive`: cheap to pass); set per compile by
     #: `symbolic_convert._plan_loop` (the plan itself is cached per code)
     through: tuple[str, ...] = ()
+    #: those of `kept` that the body assigns on every way through an iteration (bound once one
+    #: ran)
+    always: tuple[str, ...] = ()
+    #: per exit: those of `kept` it may leave unbound (assigned on some ways there only)
+    exit_unsure: tuple[tuple[str, ...], ...] = ()
+    #: those of `kept` bound before the loop to a value cheap to pass (the translator's
+    #: `kept_alive`), which the first iteration gets instead of `UNBOUND`; set per compile like
+    #: `through`
+    kept_before: tuple[str, ...] = ()
+    #: whether the driver hands the item over too and the body lets go of its argument slot
+    #: (not when an iteration starts by storing it in a local the body never rebinds or
+    #: deletes: that local then holds it to the end of the iteration anyway, `_item_held_once`)
+    hands_item: bool = True
 
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The kept locals passed to the body, after the carried ones (the loop variable is
+        not: the body assigns it first)."""
+        return tuple(name for name in self.kept if name not in self.kept_first)
+
+    @property
+    def handed_over(self) -> tuple[str, ...]:
+        """The passed locals the body may rebind: the driver unbinds them while the body runs
+        (`_C.call_owned` moves the call's references into the body's frame), so the body's
+        frame holds the only reference and a store there frees the old value where plain Python
+        does."""
+        return tuple(name for name in self.carried if name in self.assigned) + self.params
+
+    @property
+    def owned_call(self) -> bool:
+        """Whether the driver calls the body through `_C.call_owned` (else with a plain CALL,
+        which is cheaper: nothing the body may let go of is passed)."""
+        return self.hands_item or bool(self.handed_over)
+
+    def unsure(self, exit: int | None) -> tuple[tuple[str, ...], bool]:
+        """Where the loop ends (`exit` k, or None when a ``for`` loop runs out of items): the
+        kept locals that may be unbound there, and whether they are bound or unbound all
+        together (then each of the two sets has a resume function of its own; else a mix
+        continues in the driver's frame, see the module docstring)."""
+        return _unsure(self.kept if exit is None else self.exit_unsure[exit],
+                       self.always if exit is None else (), self.kept_before)
+
+
+def _unsure(names: tuple[str, ...], together: tuple[str, ...],
+            bound: tuple[str, ...]) -> tuple[tuple[str, ...], bool]:
+    """(`LoopPlan.unsure`) `names` that are not `bound`, and whether they are all bound or all
+    unbound together (`together` are: an iteration assigns them all)."""
+    names = tuple(name for name in names if name not in bound)
+    return names, len({"" if name in together else name for name in names}) <= 1
 
 
 _plans = CodeMap()  # (by identity: see bytecode_analysis.CodeMap)
@@ -157,6 +227,7 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
     must: dict[int, frozenset[str]] = {}
     depth: dict[int, int] = {}
     exits: dict[int, int] = {}  # target index -> exit number
+    exit_bound: dict[int, frozenset[str]] = {}  # target index -> assigned on every way there
     # (a for loop has its iterator and the item on the stack; a while loop nothing)
     work = [(first, frozenset(carried), 2 if iterates else 0)]
     left: frozenset[str] | None = None
@@ -202,27 +273,45 @@ def _plan(code: types.CodeType, entry: int, bound: frozenset[str]) -> LoopPlan |
                     # continues with an empty stack, so this loop is not a body function.
                     return None
                 exits.setdefault(target, len(exits))
+                exit_bound[target] = exit_bound.get(target, names) & names
             else:
                 work.append((target, names, after))
-    kept, kept_first, assigned = _kept_locals(info, first, depth, set(carried) | cells, iterates,
-                                              left or frozenset())
-    exit_list = tuple(sorted(((t, tuple(sorted(info.live_locals(t) - cells))) for t in exits),
-                          key=lambda e: exits[e[0]]))
+    kept, kept_first, assigned = _kept_locals(info, first, depth, set(carried) | cells, iterates)
+    always = tuple(name for name in kept if name in (left or frozenset()))
+    # (what the code after each way out may need: the locals live there, and the carried ones
+    # bound there, which plain Python keeps until the return)
+    exit_list = tuple(sorted(((t, tuple(sorted((info.live_locals(t) - cells)
+                                               | (set(carried) & exit_bound[t]))))
+                              for t in exits), key=lambda e: exits[e[0]]))
+    exit_unsure = tuple(tuple(name for name in kept if name not in exit_bound[t])
+                        for t, _ in exit_list)
+    # Where a mix of bound and unbound kept locals may reach the code after the loop, that code
+    # continues in the driver's frame (see the module docstring), which it cannot inside a
+    # try/with block (`codegen._stay`). (A loop body's own frames pass the marker on.)
+    ends = [(done, _unsure(kept, always, ()))] if iterates else []
+    ends += [(t, _unsure(names, (), ())) for (t, _), names in zip(exit_list, exit_unsure)]
+    if not in_loop_body(code) and any(
+            not together and (target >= len(info.instructions)
+                              or info.in_exception_block(target))
+            for target, (_, together) in ends):
+        return None
     closure_names, cell_args = tuple(code.co_freevars), tuple(code.co_cellvars)
+    params = tuple(name for name in kept if name not in kept_first)
+    hands_item = iterates and not _item_held_once(info, first, depth)
     body = _body_code(code, header, first, back, carried + kept,
                       {t: k for k, (t, _) in enumerate(exit_list)},
                       {t: with_kept(names, kept) for t, names in exit_list}, depth,
-                      closure_names, cell_args, iterates, carried)
-    live_done = tuple(sorted(info.live_locals(done) - cells)) if iterates else ()
-    return LoopPlan(body, carried, (done, live_done) if iterates else None, exit_list,
-                    closure_names, iterates, cell_args, kept, kept_first, assigned)
+                      closure_names, cell_args, iterates, carried + params, hands_item)
+    return LoopPlan(body, carried, (done, carried) if iterates else None, exit_list,
+                    closure_names, iterates, cell_args, kept, kept_first, assigned,
+                    always=always, exit_unsure=exit_unsure, hands_item=hands_item)
 
 
-def _kept_locals(info, first: int, depth: dict[int, int], excluded: set[str], iterates: bool,
-                 left: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]:
-    """The locals an iteration assigns on every way to the next one and out of the loop
-    (`left`: bound at each) that are not `excluded` (carried, cells); those of them it assigns
-    before anything else runs; and every local it stores or deletes."""
+def _kept_locals(info, first: int, depth: dict[int, int], excluded: set[str],
+                 iterates: bool) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]:
+    """The locals an iteration stores and never deletes that are not `excluded` (carried,
+    cells); those of them it assigns before anything else runs; and every local it stores or
+    deletes."""
     stored, deleted = set(), set()
     for i in depth:
         inst = info.instructions[i]
@@ -231,7 +320,7 @@ def _kept_locals(info, first: int, depth: dict[int, int], excluded: set[str], it
         elif isinstance(inst.arg, str) and inst.name == "DELETE_FAST":
             deleted.add(inst.arg)
     # (npdynamo's own locals, ``___stack0`` of a resume function, are not the user's)
-    kept = tuple(sorted(name for name in (stored & left) - deleted - excluded
+    kept = tuple(sorted(name for name in stored - deleted - excluded
                         if not name.startswith("___")))
     firsts: list[str] = []
     i = first
@@ -242,6 +331,28 @@ def _kept_locals(info, first: int, depth: dict[int, int], excluded: set[str], it
     return kept, tuple(sorted(set(firsts))), frozenset(stored | deleted)
 
 
+def _item_held_once(info, first: int, depth: dict[int, int]) -> bool:
+    """Whether an iteration starts by storing the item in a local that the body never stores
+    again or deletes. (Then the item lives to the end of the iteration whatever else holds it,
+    and the driver lets go of it where plain Python's next store into the loop variable does.)"""
+    i = first
+    while i in depth and info.instructions[i].name == "NOP":
+        i += 1
+    if i not in depth or info.instructions[i].name != "STORE_FAST":
+        return False
+    name = info.instructions[i].arg
+    return not any(j != i and info.instructions[j].arg == name and info.instructions[j].name in
+                   ("STORE_FAST", "DELETE_FAST", "LOAD_FAST_AND_CLEAR") for j in depth)
+
+
+def taken_back(names: tuple[str, ...], exc: BaseException | None = None) -> tuple:
+    """(The driver's handler of an exception from the body's call, before the body's frame is
+    cleared) The values `names` have in the frame of the body function that `exc` (default: the
+    exception being handled) came out of, `UNBOUND` for a name unbound there (the driver then
+    leaves it unbound), or when the body's frame never started."""
+    return body_values(names, exc, missing=UNBOUND)
+
+
 def with_kept(names: tuple[str, ...], kept: tuple[str, ...]) -> tuple[str, ...]:
     """What the body returns at an exit whose live locals are `names` (after the status): those,
     then the kept locals that are not among them."""
@@ -249,7 +360,7 @@ def with_kept(names: tuple[str, ...], kept: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _body_code(code, header, first, back, returned, exit_numbers, exit_live, depth, closure_names,
-               cell_args, iterates, carried):
+               cell_args, iterates, params, hands_item):
     original = compat.decode(code)
     info = code_info(code)
     body: list = []
@@ -316,6 +427,8 @@ def _body_code(code, header, first, back, returned, exit_numbers, exit_live, dep
     if iterates:
         prologue += ins.load_const(None)  # stands in for the iterator: same stack depths
         prologue += ins.load_fast(ITEM)
+        if hands_item:  # (the item on the stack only: the body's store then holds it alone)
+            prologue += ins.delete_fast(ITEM)
     prologue += ins.jump_forward(start)
     tail: list = []
     for kind, label in epilogues.items():
@@ -337,7 +450,7 @@ def _body_code(code, header, first, back, returned, exit_numbers, exit_live, dep
         instr.lineno = line
 
     new_code = continuation_code(code, original, prologue + body + tail,
-                                 ([ITEM] if iterates else []) + list(carried) + list(cell_args),
+                                 ([ITEM] if iterates else []) + list(params) + list(cell_args),
                                  closure_names, f"<loop body at line {line}>",
                                  cellvars=tuple(cell_args))
     mark_loop_body(new_code)

@@ -361,12 +361,14 @@ def restore_after_exception(plan: BodyPlan) -> list[Instr]:
     return seq
 
 
-def body_values(names: tuple[str, ...], exc: BaseException | None = None) -> tuple:
+def body_values(names: tuple[str, ...], exc: BaseException | None = None,
+                missing: object = None) -> tuple:
     """(`restore_after_exception`) The values `names` have in the frame of the body function
     that `exc` (default: the exception being handled) came out of: its traceback's second
     entry, a frame of the same user function (the body, or a resume function that continued
-    it). None for a name unbound there (the caller's placeholder; the plan guarantees no code
-    on this way reads such a local), and all None when the body's frame never started."""
+    it). `missing` for a name unbound there (None: the caller's placeholder; the plan
+    guarantees no code on this way reads such a local), and all `missing` when the body's
+    frame never started. (`loops.taken_back` asks for `loops.UNBOUND` instead.)"""
     import sys
 
     if exc is None:
@@ -374,13 +376,13 @@ def body_values(names: tuple[str, ...], exc: BaseException | None = None) -> tup
     tb = getattr(exc, "__traceback__", None)
     body = tb.tb_next if tb is not None else None
     if body is None:
-        return (None,) * len(names)
+        return (missing,) * len(names)
     mine, theirs = tb.tb_frame.f_code, body.tb_frame.f_code
     if (theirs.co_filename, theirs.co_firstlineno, theirs.co_name) != \
             (mine.co_filename, mine.co_firstlineno, mine.co_name):
-        return (None,) * len(names)  # (not the body's: it raised before the body started)
+        return (missing,) * len(names)  # (not the body's: it raised before it started)
     f_locals = body.tb_frame.f_locals
-    values = tuple(f_locals.get(name) for name in names)
+    values = tuple(f_locals.get(name, missing) for name in names)
     if type(f_locals) is dict:
         # (3.10-3.12: a snapshot kept in the frame, which clearing the frame leaves: it would
         # hold the values as long as the finished frame lives)

@@ -33,14 +33,14 @@ from .bytecode_analysis import code_info
 from .codegen import BreakExit, ReturnExit, argument_names, transform_code
 from .exc import Unsupported, UserCodeError
 from .guards import Guard, build_check_fn
-from .loops import plan_loop
+from .loops import UNBOUND, plan_loop
 from .region_body import exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
-from .resume import (STACK_PREFIX, empty_breaks, is_resume_code, passed_cells,
+from .resume import (STACK_PREFIX, empty_breaks, in_loop_body, is_resume_code, passed_cells,
                      plain_loop_reason, prologue_length)
 from .side_effects import SideEffects
-from .source import (ClosureCellSource, ClosureSource, GlobalSource, LocalSource, Source,
-                     guard_parameter)
+from .source import (ClosureCellSource, ClosureSource, GetItemSource, GlobalSource,
+                     LocalSource, Source, guard_parameter)
 from .variables import (
     BuiltinVariable,
     ConstantVariable,
@@ -441,6 +441,10 @@ class InstructionTranslator:
         function continues after the ``del``, or runs the store itself (the new value is on
         its stack; `x` unbound)."""
         name = inst.arg
+        if in_loop_body(self.code):
+            # (decided again for its guards: the trace that decided stopped at this instruction,
+            # and a version without them would take values it was not decided on)
+            self._drop_runs_code(name)
         target = index + 1 if inst.name == "DELETE_FAST" else index
         untouched = frozenset(n for n in self.argnames
                               if n not in self.locals and n not in self.deleted and n != name)
@@ -582,21 +586,26 @@ class InstructionTranslator:
         here instead (`_drop_exit`), so the object dies before anything after it runs, as in
         plain Python. Array values and constants never stop the graph."""
         name = inst.arg
+        if self._drop_runs_code(name):
+            what = "del" if inst.name == "DELETE_FAST" else "rebinding"
+            raise Unsupported(
+                f"{what} of local {name!r} may free an object whose finalizer or weakref "
+                f"callback runs code: the graph ends here, so it runs before what follows",
+                self.user_location())
+
+    def _drop_runs_code(self, name: Any) -> bool:
+        """(`check_drop`) Whether letting go of the value of local `name` may run code."""
         if not isinstance(name, str) or name.startswith("___"):
-            return  # (npdynamo's own locals: a resume function moving its stack values)
+            return False  # (npdynamo's own locals: a resume function moving its stack values)
         if name in self.locals:
             old = self.locals[name]
         elif name in self.argnames and name not in self.deleted and \
                 name not in self.passed_cells:
             old = LazyVariable(self, LocalSource(name, False), self.frame.f_locals[name])
         else:
-            return
-        if _drop_may_run_code(old, self.owns):
-            what = "del" if inst.name == "DELETE_FAST" else "rebinding"
-            raise Unsupported(
-                f"{what} of local {name!r} may free an object whose finalizer or weakref "
-                f"callback runs code: the graph ends here, so it runs before what follows",
-                self.user_location())
+            return False
+        judge = self.judge_iteration_value if in_loop_body(self.code) else None
+        return _drop_may_run_code(old, self.owns, judge=judge)
 
     def owns(self, source: Source) -> bool:
         """Whether a value read from `source` may be referenced by this frame only: an argument
@@ -606,6 +615,40 @@ class InstructionTranslator:
         the frame then), so dropping one frees nothing; anything read from a global, a cell or
         an object is held there too."""
         return isinstance(source, LocalSource) and is_resume_code(self.code)
+
+    def judge_iteration_value(self, vt: LazyVariable) -> bool:
+        """(`check_drop` in a loop body function or its continuations) Whether dropping `vt`,
+        an argument, may run code, decided so that it holds for every call: these
+        frames get other values on every iteration (the driver hands the locals the body
+        rebinds over, `loops.LoopPlan.handed_over`), and a look at this call's value would
+        decide for all of them. So the value's type is guarded where it settles the question
+        (the marker of a kept local no iteration assigned yet; an int, a float, a string, a
+        NumPy scalar or array, whose death runs nothing, see `_drop_may_run_code`; a short
+        tuple of those), and anything else may run code (the graph ends at the store; its type
+        is guarded as well)."""
+        value = vt.value
+        if value is UNBOUND:
+            self.output.add_guard(Guard(vt.source, "ID_MATCH", Guard.identity(UNBOUND)))
+            return False
+
+        def settled(v: Any) -> bool:
+            return type(v) in _INERT_TYPES or isinstance(v, (np.number, np.bool_)) or (
+                type(v) is np.ndarray and not weakref.getweakrefcount(v))
+
+        if settled(value):
+            self.output.add_guard(Guard(vt.source, "TYPE_MATCH", type(value)))
+            return False
+        if type(value) is tuple and len(value) <= 8 and all(map(settled, value)):
+            self.output.add_guard(Guard(vt.source, "SEQUENCE_LENGTH", (tuple, len(value))))
+            for i, item in enumerate(value):
+                self.output.add_guard(Guard(GetItemSource(vt.source, i), "TYPE_MATCH",
+                                            type(item)))
+            return False
+        # (guarded too, though breaking is right for any value: else the version would also
+        # take the first iteration's marker, and a next call would run other versions than the
+        # first one did, and compile again)
+        self.output.add_guard(Guard(vt.source, "TYPE_MATCH", type(value)))
+        return True
 
     def LOAD_CONST(self, inst: Instr) -> None:
         if inst.arg is ins.Held:  # (3.10: a resume function's prologue rebuilding a NULL)
@@ -1368,12 +1411,17 @@ _DEATH_RUNS_CODE = (types.FunctionType, types.CodeType, types.MethodType, types.
 _DROP_BUDGET = 256
 
 
-def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0) -> bool:
+def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0,
+                       judge: Callable[[Any], bool] | None = None) -> bool:
     """Whether letting go of `vt` may free an object whose death runs code (`check_drop`). A
     value read from a source the frame does not own is held there too; arrays and symbolic
-    scalars are not looked at (deleting arrays is common and their death runs nothing)."""
+    scalars are not looked at (deleting arrays is common and their death runs nothing).
+    `judge`, when given, decides for an argument the frame owns, instead of a look at its value
+    (`InstructionTranslator.judge_iteration_value`)."""
     if isinstance(vt, LazyVariable):
-        return owns(vt.source) and _object_may_run_code(vt.value)
+        if not owns(vt.source):
+            return False
+        return judge(vt) if judge is not None else _object_may_run_code(vt.value)
     if isinstance(vt, (NDArrayVariable, SymIntVariable, UnspecializedScalarVariable,
                        NullVariable)):
         return False
@@ -1384,20 +1432,22 @@ def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0) 
         return not is_immutable(vt.value) and _object_may_run_code(vt.value)
     if isinstance(vt, (_Sequence, DictVariable)):
         items = vt.items.values() if isinstance(vt, DictVariable) else vt.items
-        return depth > 4 or any(_drop_may_run_code(item, owns, depth + 1) for item in items)
+        return depth > 4 or any(_drop_may_run_code(item, owns, depth + 1, judge)
+                                for item in items)
     if isinstance(vt, (BuiltinVariable, NumpyFunctionVariable)):
         return False  # (a builtin, ufunc or NumPy function: its module holds it)
     if isinstance(vt, MethodVariable):  # (``x.sum``: an array's method)
-        return _drop_may_run_code(vt.obj, owns, depth + 1)
+        return _drop_may_run_code(vt.obj, owns, depth + 1, judge)
     if isinstance(vt, NestedFunctionVariable):
         # (its code is a constant of this code, its cells the frame's: only its defaults may
         # hold something of the frame's own)
         parts = [part for part in (vt.defaults, vt.kwdefaults)  # (trackers, or None)
                  if isinstance(part, VariableTracker)]
-        return depth > 4 or any(_drop_may_run_code(part, owns, depth + 1) for part in parts)
+        return depth > 4 or any(_drop_may_run_code(part, owns, depth + 1, judge)
+                                for part in parts)
     if isinstance(vt, UserFunctionVariable) and _module_attribute(vt.value):
         bound = getattr(vt, "bound_self", None)
-        return bound is not None and _drop_may_run_code(bound, owns, depth + 1)
+        return bound is not None and _drop_may_run_code(bound, owns, depth + 1, judge)
     if "value" in getattr(vt, "__dict__", ()):  # (the object a tracker stands for)
         return _object_may_run_code(vt.value)
     return True  # (a tracker for something made in the frame: unknown)
@@ -1869,13 +1919,15 @@ def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:
         return
     # (the locals the loop leaves alone and nothing after it reads stay alive past it, as at
     # any other break: see loops.LoopPlan.through)
-    through = tuple(sorted(tx.kept_alive(exit.untouched_args) - set(plan.carried)
-                           - plan.assigned))
-    plan = dataclasses.replace(plan, through=through)
+    cheap = tx.kept_alive(exit.untouched_args)
+    through = tuple(sorted(cheap - set(plan.carried) - plan.assigned))
+    # (a value a kept local has before the loop lives until an iteration rebinds it)
+    kept_before = tuple(name for name in plan.kept if name in cheap)
+    plan = dataclasses.replace(plan, through=through, kept_before=kept_before)
     exit.loop_plan = plan
     exit.consumed = len(exit.stack)
     # (what is stored before the driver runs)
-    exit.continuations = [(index, 0, plan.carried + through)]
+    exit.continuations = [(index, 0, plan.carried + through + kept_before)]
 
 
 def _count_empty_break(tx: InstructionTranslator, exit: BreakExit) -> None:

@@ -53,6 +53,7 @@ enum check_op {
     OP_NDIM = 15,       /* v.ndim == n */
     OP_DIM = 16,        /* v.shape[obj] == n, or v.shape[obj] >= 2 when n == -1 (a dynamic size) */
     OP_SAME_AS = 17,    /* v is the value at path obj (a second path: ``m.f.__self__ is m``) */
+    OP_INT_GE = 18,     /* v >= n (an int argument kept symbolic: n is 2) */
     OP_COUNT
 };
 
@@ -406,6 +407,24 @@ static int run_check(const check *c, const inputs *in) {
         Py_XDECREF(want);
         Py_XDECREF(size);
         Py_XDECREF(shape);
+        break;
+    }
+    case OP_INT_GE: {
+        if (PyLong_CheckExact(v)) {
+            int overflow = 0;
+            long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+            if (x != -1 || overflow != 0 || !PyErr_Occurred()) {
+                ok = overflow > 0 || (overflow == 0 && x >= (long long)c->n);
+                break;
+            }
+            PyErr_Clear();
+        }
+        /* not an exact int: what the text does */
+        PyObject *want = PyLong_FromSsize_t(c->n);
+        if (want != NULL) {
+            ok = compare(v, want, Py_GE);
+            Py_DECREF(want);
+        }
         break;
     }
     case OP_C_CONTIG: {

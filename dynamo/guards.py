@@ -160,6 +160,10 @@ class GuardBuilder:
         items = ", ".join(source.guard_expr() for source in expected)
         return [f"___len({{___id(___o) for ___o in ({items},)}}) == {len(expected)}"]
 
+    def INT_AT_LEAST(self, e: str, expected: int) -> list[str]:
+        # An int argument kept symbolic (`OutputGraph.int_symbol`): any int from `expected` on.
+        return [f"___type({e}) is {self.const(int, 'int')}", f"{e} >= {expected!r}"]
+
     def SIZE_FACT(self, e: str, expected: str) -> list[str]:
         # A condition over input sizes that a compile with dynamic shapes relied on; `expected`
         # is its Python text (``x.shape[0] == y.shape[0]``), evaluated after the shape guards.
@@ -191,7 +195,7 @@ class GuardBuilder:
 # Step kinds and operations of csrc/guards.c (keep in sync with its enums).
 _ARG, _GLOBALS, _GLOBAL, _CLOSURE, _ATTR, _ITEM = range(6)
 (_TYPE_IS, _IS, _EQ, _NAN, _COPYSIGN, _REPR_EQ, _FUNC_CODE, _FUNC_GLOBALS, _DTYPE, _SHAPE,
- _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM, _SAME_AS) = range(18)
+ _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM, _SAME_AS, _INT_GE) = range(19)
 
 _Check = tuple  # (op, path, obj, obj2, n, guard_index): one C check
 
@@ -273,6 +277,9 @@ class GuardLowering:
         if contiguous:
             checks.append((_C_CONTIG, p, None, None, 0))
         return checks
+
+    def INT_AT_LEAST(self, p, expected):
+        return [(_TYPE_IS, p, int, None, 0), (_INT_GE, p, None, None, expected)]
 
     def SEQUENCE_LENGTH(self, p, expected):
         typ, length = expected
@@ -537,6 +544,9 @@ def describe_failure(guard: Guard, env: dict) -> str:
                 return f"{name}.shape[{i}]: expected {want}, got {got}"
         if contiguous and not value.flags.c_contiguous:
             return f"{name}: expected a C-contiguous array, got strides {value.strides}"
+    if kind == "INT_AT_LEAST":
+        return type_differs(int) or (f"{name}: expected an int >= {expected} (symbolic), "
+                                     f"got {value!r}")
     if kind == "SEQUENCE_LENGTH":
         want_type, length = expected
         return type_differs(want_type) or f"len({name}): expected {length}, got {len(value)}"

@@ -22,7 +22,7 @@ from fx import op_rules
 from fx.op_rules import indexing
 from fx.meta import ArrayMeta, meta_of
 from fx.serialize import graph_to_data
-from fx.symbolic import ShapeEnv, Sym, is_symbolic
+from fx.symbolic import MIN_DYNAMIC_SIZE, ShapeEnv, Sym, expression, is_symbolic
 
 from . import config, dump, repro
 from .exc import BackendError, Unsupported
@@ -87,6 +87,8 @@ class OutputGraph:
         self.shape_env = ShapeEnv()
         self._size_nodes: dict = {}
         self._size_ops: dict = {}
+        #: sources of the int arguments that have a ShapeEnv symbol (`int_symbol`)
+        self._int_symbols: set = set()
 
     # Guards and inputs -----------------------------------------------------------------------
 
@@ -131,6 +133,22 @@ class OutputGraph:
         node.meta["unspecialized"] = True
         return UnspecializedScalarVariable(node, value, source, self)
 
+    def int_symbol(self, source: Source, value: int) -> Sym | None:
+        """The ShapeEnv symbol for an int argument that is a graph input (an unspecialised
+        scalar: its value changed between compiles), for its uses in Python: ``n - 1``,
+        ``n % 10 == 0`` and ``if n:`` then record facts about it, not its value, and a result
+        made from it is recomputed from the argument after a break. Only for ints >= 2 (None
+        otherwise: the caller fixes the value). Guarded as an int >= 2, or as its value once
+        a use fixed it (`_final_guards`)."""
+        if value < MIN_DYNAMIC_SIZE:
+            return None
+        known = source in self._int_symbols
+        sym = self.shape_env.int_symbol(source, value, source.guard_expr())
+        if not known:
+            self._int_symbols.add(source)
+            self.add_guard(Guard(source, "SYMBOLIC_INT", sym))
+        return sym
+
     def _placeholder(self, source: Source, value: Any, meta: Any) -> fx.Node:
         """A new graph input, after the existing ones (before the first operation)."""
         first_op = next((n for n in self.graph.nodes if n.op != "placeholder"), None)
@@ -150,39 +168,20 @@ class OutputGraph:
         cached = self._size_nodes.get(sym.poly)
         if cached is not None:
             return cached
-        node = self._poly_node(self.shape_env._resolve(sym.poly))
+        node = expression(sym, self._atom_node, self._size_op)
         self._size_nodes[sym.poly] = node
         return node
 
-    def _poly_node(self, poly: tuple) -> Any:
-        total: Any = None
-        for monomial, coef in sorted(poly, key=lambda mc: not mc[0]):  # the constant last
-            term: Any = None
-            for atom in monomial:
-                factor = self._atom_node(atom)
-                term = factor if term is None else self._size_op(operator.mul, term, factor)
-            if term is None:
-                term = abs(coef)
-            elif abs(coef) != 1:
-                term = self._size_op(operator.mul, abs(coef), term)
-            if total is None:
-                total = term if coef > 0 else self._size_op(operator.neg, term)
-            else:
-                total = self._size_op(operator.add if coef > 0 else operator.sub, total, term)
-        return 0 if total is None else total
-
-    def _atom_node(self, atom: Any) -> Any:
-        if isinstance(atom, int):
-            if atom in self.shape_env.data_sizes:
-                raise Unsupported("a size that depends on the data (the length of x[mask]) "
-                                  "cannot be passed to an operation")
-            source, dim = self.shape_env.origin_key(atom)
-            placeholder = next(node for src, node, _ in self.inputs if src == source)
-            shape = self._size_op(getattr, placeholder, "shape")
-            return self._size_op(operator.getitem, shape, dim)
-        op, a, b = atom
-        fn = {"//": operator.floordiv, "%": operator.mod, "max": max, "min": min}[op]
-        return self._size_op(fn, self._poly_node(a), self._poly_node(b))
+    def _atom_node(self, k: int) -> fx.Node:
+        if k in self.shape_env.data_sizes:
+            raise Unsupported("a size that depends on the data (the length of x[mask]) "
+                              "cannot be passed to an operation")
+        source, dim = self.shape_env.origin_key(k)
+        placeholder = next(node for src, node, _ in self.inputs if src == source)
+        if dim is None:  # an int argument (`int_symbol`): its own graph input
+            return placeholder
+        shape = self._size_op(getattr, placeholder, "shape")
+        return self._size_op(operator.getitem, shape, dim)
 
     def _size_op(self, fn: Callable, *args: Any) -> fx.Node:
         key = (fn, args)
@@ -200,7 +199,9 @@ class OutputGraph:
         if isinstance(vt, NDArrayVariable):
             return vt.meta if as_meta else vt.node
         if isinstance(vt, UnspecializedScalarVariable) and not vt._fixed:
-            return vt.value if as_meta else vt.node
+            if as_meta:
+                return vt.value if vt.sym is None else vt.sym
+            return vt.node
         if isinstance(vt, SymIntVariable):
             return vt.sym if as_meta or not isinstance(vt.sym, Sym) else self.size_node(vt.sym)
         if isinstance(vt, _Sequence):
@@ -390,7 +391,15 @@ class OutputGraph:
 def _final_guards(guards: list[Guard], env: ShapeEnv) -> list[Guard]:
     out = []
     for guard in guards:
-        if guard.kind == "NDARRAY_MATCH" and is_symbolic(guard.expected[1]):
+        if guard.kind == "SYMBOLIC_INT":
+            # An int argument kept symbolic: checked as that value if a fact pinned it, else
+            # as any int >= 2 (the facts about it follow, as SIZE_FACT guards).
+            value = env.fixed_value(guard.expected)
+            if value is not None:
+                out.append(Guard(guard.source, "CONSTANT_MATCH", (int, value), guard.order))
+                continue
+            guard = Guard(guard.source, "INT_AT_LEAST", MIN_DYNAMIC_SIZE, guard.order)
+        elif guard.kind == "NDARRAY_MATCH" and is_symbolic(guard.expected[1]):
             dtype, shape, contiguous = guard.expected
             # A symbol that a fact pinned to one value is checked as that value; the others
             # as None (any size >= 2).
@@ -458,11 +467,14 @@ def _value_free(target: Any) -> bool:
 
 
 def _fix_scalars(vts: list[VariableTracker]) -> None:
-    """Fix (guard the value of) every unspecialised scalar in `vts`, containers included."""
+    """Fix (guard the value of) every unspecialised scalar in `vts`, containers included,
+    except an int that can be a symbol: the rules see that one as a symbolic size (so
+    ``np.zeros(n)`` has the shape ``(n,)`` for every ``n >= 2``)."""
     while vts:
         vt = vts.pop()
         if isinstance(vt, UnspecializedScalarVariable):
-            vt.as_python_constant()
+            if vt.symbolic() is None:
+                vt.as_python_constant()
         elif isinstance(vt, _Sequence):
             vts.extend(vt.items)
         elif isinstance(vt, DictVariable):

@@ -467,7 +467,7 @@ class InstructionTranslator:
                 op = INPLACE_FALLBACK[op]
         if isinstance(a, NDArrayVariable) or isinstance(b, NDArrayVariable):
             return self.output.call_function(self, op, [a, b], {})
-        if isinstance(a, SymIntVariable) or isinstance(b, SymIntVariable):
+        if _is_symbolic_int(a) or _is_symbolic_int(b):
             result = _symbolic_size_op(op, a, b)
             if result is not None:
                 return result
@@ -925,8 +925,8 @@ class InstructionTranslator:
         a = self.pop()
         if isinstance(a, NDArrayVariable):
             self.push(self.output.call_function(self, op, [a], {}))
-        elif isinstance(a, SymIntVariable) and op in (operator.neg, operator.pos):
-            self.push(wrap_constant(op(a.sym)))
+        elif _is_symbolic_int(a) and op in (operator.neg, operator.pos):
+            self.push(wrap_constant(op(_symbolic_operand(a))))
         else:
             self.push(wrap_constant(run_user_op(op, a.as_python_constant())))
 
@@ -1820,21 +1820,32 @@ _SIZE_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operat
              operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge}
 
 
-def _symbolic_size_op(op: Callable, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
-    """``n - 1``, ``n * m``, ``n > 5`` for sizes (`SymIntVariable`) and ints; None for anything
-    else (the caller then fixes the sizes to their values)."""
-    def operand(vt: VariableTracker) -> Any:
-        if isinstance(vt, SymIntVariable):
-            return vt.sym
-        if isinstance(vt, ConstantVariable) and type(vt.value) is int:
-            return vt.value
-        return None
+def _is_symbolic_int(vt: VariableTracker) -> bool:
+    """A size (`SymIntVariable`) or an int argument that can be a symbol (it then becomes one
+    when `_symbolic_operand` asks)."""
+    return isinstance(vt, SymIntVariable) or (isinstance(vt, UnspecializedScalarVariable)
+                                              and vt.can_be_symbolic())
 
-    x, y = operand(a), operand(b)
-    if op not in _SIZE_OPS or x is None or y is None:
+
+def _symbolic_operand(vt: VariableTracker) -> Any:
+    if isinstance(vt, SymIntVariable):
+        return vt.sym
+    if isinstance(vt, UnspecializedScalarVariable):
+        return vt.symbolic()
+    return vt.value
+
+
+def _symbolic_size_op(op: Callable, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """``n - 1``, ``n * m``, ``n > 5`` for sizes, int arguments that can be symbols and ints;
+    None for anything else (the caller then fixes the sizes to their values)."""
+    def symbolic(vt: VariableTracker) -> bool:
+        return _is_symbolic_int(vt) or (isinstance(vt, ConstantVariable)
+                                        and type(vt.value) is int)
+
+    if op not in _SIZE_OPS or not symbolic(a) or not symbolic(b):
         return None
     try:
-        return wrap_constant(op(x, y))
+        return wrap_constant(op(_symbolic_operand(a), _symbolic_operand(b)))
     except ZeroDivisionError:
         return None  # (raised again, with the user's traceback, by the plain path)
 

@@ -18,6 +18,11 @@ read from the hints and recorded as a fact (a guard): the compiled code is only 
 the fact holds again. So a rule that knows nothing about symbols is still correct: it
 specialises (``int(s0)`` records ``s0 == 8``). Nothing here needs a symbolic-algebra library.
 
+*Int* symbols (``env.int_symbol(source, value, text)``) stand for a Python int argument whose
+value changed between compiles (at least 2, like a size; its guard text is the argument itself,
+``n``), so ``n - 1`` and ``n % 10 == 0`` are expressions and facts over it. `expression` builds a
+symbol's value back from its inputs (graph nodes, or bytecode after a graph break).
+
 *Data-dependent* symbols (``env.data_symbol(key, upper)``) stand for the length of ``x[mask]``,
 known only when the graph runs: between 0 and ``upper`` (their hint, for backends' size
 heuristics), read by no guard. A question about one that the bounds do not settle raises
@@ -35,7 +40,7 @@ from typing import Any, Callable
 
 __all__ = ["Sym", "ShapeEnv", "Fact", "is_symbolic", "hint", "sym_min",
            "sym_max", "evaluate", "symbol_number", "MIN_DYNAMIC_SIZE", "DataDependentSize",
-           "is_data_dependent"]
+           "is_data_dependent", "expression"]
 
 #: The smallest size a symbol stands for (0 and 1 are specialised).
 MIN_DYNAMIC_SIZE = 2
@@ -241,6 +246,21 @@ class ShapeEnv:
             self._by_origin[key] = k
         return Sym(_symbol(k), self)
 
+    def int_symbol(self, source: Any, value: int, guard_text: str) -> "Sym":
+        """The symbol for a Python int argument read from `source` (``guard_text`` is how the
+        guard function reads it, e.g. ``n``): a size-like int, at least 2 (0, 1 and negative
+        ints stay constants), so ``n - 1`` and ``n % 10 == 0`` stay symbolic."""
+        key = (source, None)
+        k = self._by_origin.get(key)
+        if k is None:
+            if value < MIN_DYNAMIC_SIZE:
+                raise ValueError(f"ints below {MIN_DYNAMIC_SIZE} are never symbolic")
+            k = len(self.hints)
+            self.hints.append(int(value))
+            self.origins.append((guard_text, None))
+            self._by_origin[key] = k
+        return Sym(_symbol(k), self)
+
     def data_symbol(self, key: Any, upper: int) -> "Sym":
         """The symbol for a size known only at run time, between 0 and `upper` (the number of
         True values of a boolean mask): one per `key` (the same mask at the same point of the
@@ -259,8 +279,9 @@ class ShapeEnv:
         """Does polynomial `p` involve a data-dependent symbol?"""
         return bool(self.data_sizes) and _mentions(p, self.data_sizes)
 
-    def origin_key(self, k: int) -> tuple[Any, int]:
-        """(source, dimension) that symbol `k` was made for."""
+    def origin_key(self, k: int) -> tuple[Any, int | None]:
+        """(source, dimension) that symbol `k` was made for (dimension None: an int argument,
+        `int_symbol`)."""
         return next(key for key, number in self._by_origin.items() if number == k)
 
     def symbol_name(self, k: int) -> str:
@@ -270,7 +291,7 @@ class ShapeEnv:
         if k in self.data_sizes:
             raise DataDependentSize(f"s{k} is a data-dependent size: no guard can read it")
         text, dim = self.origins[k]
-        return f"{text}.shape[{dim}]"
+        return text if dim is None else f"{text}.shape[{dim}]"
 
     def specialized(self, k: int) -> int | None:
         """The value symbol `k` was found to equal (a fact pinned it), else None."""
@@ -585,6 +606,46 @@ class Sym:
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+_ATOM_FUNCTIONS = {"//": operator.floordiv, "%": operator.mod, "max": max, "min": min}
+
+
+def expression(value: Any, atom: Callable[[int], Any], apply: Callable[..., Any]) -> Any:
+    """`value` (a Sym or an int) built from its symbols at run time: ``atom(k)`` stands for
+    symbol k and ``apply(fn, *args)`` for a call of `fn` (``operator.add``, ``max``, ...) on
+    ints or earlier results; an int where the value is constant. For graph nodes that compute a
+    size (`OutputGraph.size_node`) and for bytecode that recomputes one after a graph break."""
+    if not isinstance(value, Sym):
+        return value
+    return _expression(value.env._resolve(value.poly), atom, apply)
+
+
+def _expression(p: Poly, atom: Callable[[int], Any], apply: Callable[..., Any]) -> Any:
+    constant = _as_const(p)
+    if constant is not None:
+        return constant
+    total: Any = None
+    for monomial, coef in sorted(p, key=lambda mc: not mc[0]):  # the constant last
+        term: Any = None
+        for a in monomial:
+            if isinstance(a, int):
+                factor = atom(a)
+            else:
+                op, x, y = a
+                factor = apply(_ATOM_FUNCTIONS[op], _expression(x, atom, apply),
+                               _expression(y, atom, apply))
+            term = factor if term is None else apply(operator.mul, term, factor)
+        if term is None:
+            term = abs(coef)
+        elif abs(coef) != 1:
+            term = apply(operator.mul, abs(coef), term)
+        if total is None:
+            total = term if coef > 0 else apply(operator.neg, term)
+        else:
+            total = apply(operator.add if coef > 0 else operator.sub, total, term)
+    return 0 if total is None else total
+
 
 
 def is_symbolic(value: Any) -> bool:

@@ -138,8 +138,10 @@ class UnspecializedScalarVariable(VariableTracker):
     """A Python int or float argument that is a graph input instead of a constant (its value
     changed between calls, see `dynamo.dynamic_shapes.scalar_is_dynamic`): arithmetic with
     arrays uses it as an input of the graph (guarded by type only); any use that needs its
-    value in Python (a shape, an index, a loop count, a comparison, arithmetic with other
-    Python numbers) fixes it: the value is guarded and it acts as a constant from then on."""
+    value in Python (a shape, an index, a loop count, a print) fixes it: the value is guarded
+    and it acts as a constant from then on. An int of at least 2 stays symbolic in int
+    arithmetic, comparisons and truth tests (`symbolic`): ``n - 1`` is a `SymIntVariable` and
+    ``n % 10 == 0`` records a fact, not the value."""
 
     def __init__(self, node, value: Any, source, output) -> None:
         import weakref
@@ -149,6 +151,9 @@ class UnspecializedScalarVariable(VariableTracker):
         self.source = source
         self._output = weakref.ref(output)  # (the output graph holds this tracker: no cycle)
         self._fixed = False
+        #: its ShapeEnv symbol once a use made one (`symbolic`): graph operations' rules then
+        #: see it as a symbolic size
+        self.sym: Any = None
 
     def describe(self) -> str:
         return f"{type(self.value).__name__} argument (a graph input)"
@@ -168,8 +173,23 @@ class UnspecializedScalarVariable(VariableTracker):
     def python_type(self) -> type:
         return type(self.value)
 
+    def can_be_symbolic(self) -> bool:
+        from fx.symbolic import MIN_DYNAMIC_SIZE
+
+        return not self._fixed and type(self.value) is int and self.value >= MIN_DYNAMIC_SIZE
+
+    def symbolic(self) -> Any:
+        """This int as a symbol of the trace's ShapeEnv (`OutputGraph.int_symbol`), or None
+        when it cannot be one (a float, a fixed value, an int below 2)."""
+        if not self.can_be_symbolic():
+            return None
+        if self.sym is None:
+            self.sym = self._output().int_symbol(self.source, self.value)
+        return self.sym
+
     def truth(self) -> bool:
-        return bool(self.as_python_constant())
+        sym = self.symbolic()
+        return bool(sym) if sym is not None else bool(self.as_python_constant())
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         return ConstantVariable(self.as_python_constant(), source=self.source).var_getattr(tx, name)
@@ -179,11 +199,14 @@ class UnspecializedScalarVariable(VariableTracker):
 
 
 class SymIntVariable(VariableTracker):
-    """A size known only symbolically (``x.shape[0]`` of an array with a dynamic dimension: a
-    `fx.symbolic.Sym`). Arithmetic and comparisons with ints and other sizes stay symbolic
-    (`InstructionTranslator.binary_op`); as an argument of a graph operation it becomes graph
-    nodes that read the size at run time (`OutputGraph.size_node`). Every other use (printing,
-    a dict key, a call into Python) fixes it to its value, with a guard (a fact)."""
+    """An int known only symbolically (a `fx.symbolic.Sym`): ``x.shape[0]`` of an array with
+    a dynamic dimension, an int argument whose value changed between compiles
+    (`OutputGraph.add_int_symbol`), and arithmetic on them. Arithmetic and comparisons with
+    ints and other sizes stay symbolic (`InstructionTranslator.binary_op`); as an argument of a
+    graph operation it becomes graph nodes that read the size at run time
+    (`OutputGraph.size_node`); after a graph break or at a return it is recomputed from the
+    inputs (`reconstruct`). Every other use (printing, a dict key, a call traced into Python)
+    fixes it to its value, with a guard (a fact)."""
 
     def __init__(self, sym: Any) -> None:
         self.sym = sym
@@ -209,4 +232,34 @@ class SymIntVariable(VariableTracker):
         return ConstantVariable(self.as_python_constant()).var_getattr(tx, name)
 
     def reconstruct(self, codegen) -> None:
-        ConstantVariable(self.as_python_constant()).reconstruct(codegen)
+        """Recompute the value from the inputs it is made of (``operator.sub(n, 1)``,
+        ``x.shape[0] // 2``), with no fact: the transformed code rebuilds every value before it
+        stores anything (`codegen`), so the inputs are still the frame's own."""
+        from fx.symbolic import expression
+
+        tree = expression(self.sym, lambda k: ("input", k), lambda fn, *args: (fn, args))
+        _emit_size(codegen, self.sym.env, tree)
+
+
+def _emit_size(codegen, env: Any, tree: Any) -> None:
+    """Bytecode for a size expression of `fx.symbolic.expression`: ints, ``("input", k)`` for
+    symbol k (its argument, or its array's ``.shape[dim]``) and ``(fn, args)`` calls."""
+    from .. import instructions as ins
+
+    if isinstance(tree, int):
+        codegen.extend(ins.load_const(tree))
+    elif tree[0] == "input":
+        k = tree[1]
+        if k in env.data_sizes:
+            raise Unsupported("a size that depends on the data (the length of x[mask]) is "
+                              "needed after the graph")
+        source, dim = env.origin_key(k)
+        source.reconstruct(codegen)
+        if dim is not None:
+            codegen.extend(ins.load_attr("shape") + ins.load_const(dim) + ins.binary_subscr())
+    else:
+        fn, args = tree
+        codegen.extend(ins.with_null(ins.load_const(fn)))
+        for arg in args:
+            _emit_size(codegen, env, arg)
+        codegen.extend(ins.call(len(args)))

@@ -74,7 +74,7 @@ def _values() -> list:
         np.ones((2, 1)), np.ones((2, 5)), np.ones((0, 3)), base.view(ArraySub), np.float32(1),
         Weird(eq=True), Weird(eq=False), Weird(eq=ValueError("x")), Weird(eq=np.array([1, 2])),
         Weird(attr=ValueError("attr")), np, math, len, abs, lambda: 0, slice(1, 2), ...,
-        range(3), np.dtype("float64"), np.dtype("float32"),
+        range(3), np.dtype("float64"), np.dtype("float32"), 2, -5, 10**30, -10**30, True,
     ]
 
 
@@ -107,6 +107,7 @@ def _guards() -> list[Guard]:
         Guard(AttrSource(X, "real"), "SAME_OBJECT", X),
         Guard(GetItemSource(X, 0), "SAME_OBJECT", ClosureSource("c", 0)),
         Guard(X, "SAME_OBJECT", GlobalSource("G")),
+        Guard(X, "INT_AT_LEAST", 2),  # (an int argument kept symbolic)
     ]
     for v in (None, 0, 3, True, 3.0, 0.0, -0.0, float("nan"), float("inf"), complex(0, -0.0),
               complex(float("nan"), 1), "a", b"a", slice(1, 2), ..., range(3), np.dtype("float64")):

@@ -46,6 +46,8 @@ def _first_failure(guard: Guard, value, globals_=None):
     (Guard(X, "CONSTANT_MATCH", (float, -0.0)), 0.0, "x: expected -0.0, got 0.0"),
     (Guard(X, "CONSTANT_MATCH", (type(None), None)), 0, "x: expected None, got 0"),
     (Guard(X, "SEQUENCE_LENGTH", (list, 2)), [1, 2, 3], "len(x): expected 2, got 3"),
+    (Guard(X, "INT_AT_LEAST", 2), 1, "x: expected an int >= 2 (symbolic), got 1"),
+    (Guard(X, "INT_AT_LEAST", 2), 2.5, "type(x): expected int, got float"),
     (Guard(X, "DICT_KEYS", (dict, ("a",))), {"b": 1},
      "x's keys: expected ['a'], got ['b'] (in this order)"),
     (Guard(X, "DICT_KEYS", (dict, ("a", "b"))), {"b": 1, "a": 2},

@@ -1445,7 +1445,7 @@ def _drop_may_run_code(vt: Any, owns: Callable[[Source], bool], depth: int = 0,
                  if isinstance(part, VariableTracker)]
         return depth > 4 or any(_drop_may_run_code(part, owns, depth + 1, judge)
                                 for part in parts)
-    if isinstance(vt, UserFunctionVariable) and _module_attribute(vt.value):
+    if isinstance(vt, UserFunctionVariable) and _module_attribute(vt.fn):
         bound = getattr(vt, "bound_self", None)
         return bound is not None and _drop_may_run_code(bound, owns, depth + 1, judge)
     if "value" in getattr(vt, "__dict__", ()):  # (the object a tracker stands for)

@@ -158,3 +158,29 @@ def test_dropping_a_function_with_defaults_compiles():
         out = dynamo.explain(rebinds_a_lambda_with_defaults)(x)
     np.testing.assert_array_equal(out.result, rebinds_a_lambda_with_defaults(x))
     assert out.graph_count == 1 and out.graph_break_count == 0
+
+
+HELD: list = []
+
+
+def keep_fn(*args):
+    pass
+
+
+def pops_a_module_function_from_an_outside_list(x, fn):
+    HELD.append(fn)
+    y = np.sin(x) * 2
+    HELD.pop()  # (dropping a function the module also holds: nothing runs when it goes)
+    return y
+
+
+def test_popping_a_user_function_from_an_outside_list_is_not_an_internal_error():
+    # (the drop check read `.value` of a UserFunctionVariable, which keeps `.fn`: an internal
+    # error, found in CPython's test_generators test_handle_frame_object_in_creation)
+    x = np.arange(3.0)
+    HELD.clear()
+    with dynamo.config.patch(suppress_errors=False):
+        out = dynamo.explain(pops_a_module_function_from_an_outside_list)(x, keep_fn)
+    np.testing.assert_array_equal(out.result, np.sin(x) * 2)
+    assert HELD == []
+    assert out.graph_count >= 1

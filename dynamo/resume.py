@@ -363,11 +363,15 @@ def _without_empty_try_ranges(body: list) -> list:
 
 
 def place_label(body: list, label: Label) -> None:
-    """Append `label` for the instruction about to be appended, but before the
-    pseudo-instructions just appended for it (a TryBegin opening a try block there): jumping
-    past a TryBegin would leave its handler's stack depth unknown to the assembler."""
+    """Append `label` for the instruction about to be appended, but before the TryBegins just
+    appended for it (jumping past a TryBegin would leave its handler's stack depth unknown to
+    the assembler) and after the TryEnds that close the range of the instruction before it,
+    where `bytecode` puts its own labels: a TryEnd cut off from the range's last instruction
+    (a ``raise``) by a label is not seen on that path, the handler's depth is computed from
+    another path, and the stack size came out negative (a resume function of CPython 3.13's
+    test_contextlib, whose compiler puts a handler's cleanup after the next statement)."""
     at = len(body)
-    while at and isinstance(body[at - 1], (TryBegin, TryEnd, Label)):
+    while at and isinstance(body[at - 1], (TryBegin, Label)):
         at -= 1
     body.insert(at, label)
 

@@ -119,6 +119,7 @@ class TranslatorCounts:
         self.seen_test_codes = 0           # codes of the test package the callback was asked about
         self.kinds: collections.Counter[str] = collections.Counter()
         self.reasons: collections.Counter[str] = collections.Counter()
+        self.internal_errors: collections.Counter[str] = collections.Counter()
         self.graphs: list[str] = []
 
     def append(self, rec) -> None:
@@ -135,6 +136,7 @@ class TranslatorCounts:
         elif rec.reason and rec.reason.startswith("internal error"):
             self.kinds["internal_error"] += 1
             self.reasons[rec.reason[:200]] += 1
+            self.internal_errors[rec.reason[:300]] += 1
         else:
             self.kinds["fallback"] += 1
             # Strip the location so the same reason from many functions groups together.
@@ -145,6 +147,7 @@ class TranslatorCounts:
             "seen_test_codes": self.seen_test_codes,
             "kinds": dict(self.kinds),
             "top_fallback_reasons": self.reasons.most_common(15),
+            "internal_errors": self.internal_errors.most_common(5),
             "graphs": self.graphs[:50],
         }
 

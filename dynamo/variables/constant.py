@@ -201,7 +201,7 @@ class UnspecializedScalarVariable(VariableTracker):
 class SymIntVariable(VariableTracker):
     """An int known only symbolically (a `fx.symbolic.Sym`): ``x.shape[0]`` of an array with
     a dynamic dimension, an int argument whose value changed between compiles
-    (`OutputGraph.add_int_symbol`), and arithmetic on them. Arithmetic and comparisons with
+    (`OutputGraph.int_symbol`), and arithmetic on them. Arithmetic and comparisons with
     ints and other sizes stay symbolic (`InstructionTranslator.binary_op`); as an argument of a
     graph operation it becomes graph nodes that read the size at run time
     (`OutputGraph.size_node`); after a graph break or at a return it is recomputed from the

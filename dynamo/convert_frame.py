@@ -9,6 +9,7 @@ while the callback runs, so the compiler never traces itself.
 
 from __future__ import annotations
 
+import builtins as _builtins
 import dis
 import fnmatch
 import functools
@@ -278,6 +279,22 @@ def _unskip_uncapturable(code: types.CodeType) -> None:
             _C.set_code_state(code, _C.DEFAULT)
 
 
+#: The builtins as they were when npdynamo was imported (``_`` changes with every expression the
+#: interactive interpreter shows).
+_BUILTINS = {name: value for name, value in _builtins.__dict__.items() if name != "_"}
+_ABSENT = object()
+
+
+def changed_builtin() -> str | None:
+    """The name of a builtin the program removed or replaced since npdynamo was imported, or
+    None. (Reads the builtins module's dict directly: `vars` may be one of them.)"""
+    current = _builtins.__dict__
+    for name, value in _BUILTINS.items():
+        if current.get(name, _ABSENT) is not value:
+            return name
+    return None
+
+
 def _fullgraph_callback_alive() -> bool:
     # `with optimize(fullgraph=True):` names no function in advance: while such a callback
     # exists, no uncapturable code is marked SKIP (the hook would never ask the callback).
@@ -472,6 +489,15 @@ class ConvertFrame:
         return entries, recompile_reason
 
     def _internal_error(self, code, exc: Exception) -> None:
+        changed = changed_builtin()
+        if changed is not None and not isinstance(exc, BackendError):
+            # Not npdynamo's bug: the program removed or replaced a builtin that the compiler
+            # (or a library it uses) calls (CPython's test_iter deletes builtins.iter, its
+            # test_functools wraps len in lru_cache). The frame runs as written this time, and
+            # compiles again on a later call once the builtin is back.
+            _record(CompileRecord(code, reason=f"not compiled: the program changed the builtin "
+                                               f"{changed!r}, which npdynamo's compiler uses"))
+            return None
         if isinstance(exc, BackendError):
             message = str(exc)
         else:

@@ -129,8 +129,11 @@ def scalar_is_dynamic(code: Any, source: str, value: int | float, mode: bool | N
     with _lock:
         per_code = _seen.setdefault(code, {})
         prev = per_code.get(key, _MISSING)
-        changed = prev is not _MISSING and (prev is None or type(prev[0]) is not type(value)
-                                            or repr(prev[0]) != repr(value))
+        # (floats by repr: -0.0 and NaNs differ; ints by value: the repr of a very long int
+        # raises ValueError past sys.get_int_max_str_digits())
+        changed = prev is not _MISSING and (
+            prev is None or type(prev[0]) is not type(value)
+            or (prev[0] != value if type(value) is int else repr(prev[0]) != repr(value)))
         per_code[key] = None if changed or prev is None else (value,)
     return mode is True or changed
 

@@ -129,6 +129,10 @@ class GuardBuilder:
         elif typ is complex:
             # repr keeps the sign of zero parts and NaNs, which == does not.
             checks.append(f"___repr({e}) == {repr(value)!r}")
+        elif typ is int and value.bit_length() > 64:
+            # (compared with the object: the repr of a very long int raises ValueError past
+            # sys.get_int_max_str_digits())
+            checks.append(f"{e} == {self.const(value, 'value')}")
         elif typ in _SIMPLE_CONSTANT_TYPES or (typ is float and abs(value) != float("inf")):
             checks.append(f"{e} == {value!r}")
         else:

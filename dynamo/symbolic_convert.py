@@ -604,6 +604,9 @@ class InstructionTranslator:
             old = LazyVariable(self, LocalSource(name, False), self.frame.f_locals[name])
         else:
             return False
+        # (in a loop body the decision is guarded: every iteration brings other values; in
+        # other continuations an owned argument's slot is cleared at the next break, before
+        # anything else runs, so a decision from this call's value is never seen)
         judge = self.judge_iteration_value if in_loop_body(self.code) else None
         return _drop_may_run_code(old, self.owns, judge=judge)
 
@@ -631,8 +634,8 @@ class InstructionTranslator:
             self.output.add_guard(Guard(vt.source, "ID_MATCH", Guard.identity(UNBOUND)))
             return False
 
-        def settled(v: Any) -> bool:
-            return type(v) in _INERT_TYPES or isinstance(v, (np.number, np.bool_)) or (
+        def settled(v: Any) -> bool:  # (type-based: see _object_may_run_code)
+            return type(v) in _INERT_TYPES or issubclass(type(v), (np.number, np.bool_)) or (
                 type(v) is np.ndarray and not weakref.getweakrefcount(v))
 
         if settled(value):
@@ -1370,6 +1373,9 @@ _ABSENT = object()
 _UNKNOWN = object()
 
 
+_TYPE_DICT = type.__dict__["__dict__"]
+
+
 def _instance_value(obj: Any, name: str) -> Any:
     """What `obj` holds under `name` itself (not its class), read without running the user's
     code and without making its ``__dict__`` (3.11+ keeps an instance's attributes without a
@@ -1379,7 +1385,8 @@ def _instance_value(obj: Any, name: str) -> Any:
     found = _ABSENT  # (the class attribute of that name)
     has_dict = False
     for klass in typ.__mro__:
-        namespace = vars(klass)
+        # (the class's own namespace: vars() reads ``__dict__``, which a metaclass may define)
+        namespace = _TYPE_DICT.__get__(klass, type)
         if found is _ABSENT and name in namespace:
             found = namespace[name]
         has_dict = has_dict or "__dict__" in namespace
@@ -1387,8 +1394,8 @@ def _instance_value(obj: Any, name: str) -> Any:
         kind = type(found)
         if hasattr(kind, "__set__") or hasattr(kind, "__delete__"):
             return _ABSENT  # (a property or slot: the write goes through it, no instance value)
-        if hasattr(kind, "__get__") and not isinstance(
-                found, (types.FunctionType, staticmethod, classmethod)):
+        if hasattr(kind, "__get__") and not issubclass(
+                kind, (types.FunctionType, staticmethod, classmethod)):
             return _UNKNOWN  # (reading would run its __get__)
     if not has_dict:
         return _ABSENT
@@ -1397,7 +1404,7 @@ def _instance_value(obj: Any, name: str) -> Any:
     except AttributeError:
         return _ABSENT
     if found is not _ABSENT and (value is found or value is getattr(found, "__func__", None)
-                                 or isinstance(value, types.MethodType)):
+                                 or type(value) is types.MethodType):
         return _ABSENT  # (the class's attribute, not one of the instance)
     return value
 
@@ -1469,19 +1476,22 @@ def _object_may_run_code(obj: Any) -> bool:
     budget = _DROP_BUDGET
     while work:
         item = work.pop()
-        if id(item) in seen or type(item) in _INERT_TYPES or isinstance(
-                item, (type, types.ModuleType, types.BuiltinFunctionType)):
+        # (type-based checks only: isinstance() reads an object's __class__, which runs code
+        # for a proxy, and raises ReferenceError for a weakref.proxy whose referent died)
+        typ = type(item)
+        if id(item) in seen or typ in _INERT_TYPES or issubclass(
+                typ, (type, types.ModuleType, types.BuiltinFunctionType)):
             continue
         seen.add(id(item))
         budget -= 1
-        if budget < 0 or isinstance(item, _DEATH_RUNS_CODE) or hasattr(type(item), "__del__"):
+        if budget < 0 or issubclass(typ, _DEATH_RUNS_CODE) or hasattr(typ, "__del__"):
             return True
         try:
             if weakref.getweakrefcount(item):
                 return True
         except TypeError:  # (not weakly referenceable)
             pass
-        if isinstance(item, (np.ndarray, np.generic)):
+        if issubclass(typ, (np.ndarray, np.generic)):
             continue  # (an array's base is an array or a buffer: nothing runs when it dies)
         work.extend(gc.get_referents(item))
     return False

@@ -10,6 +10,7 @@ import builtins
 import inspect
 import threading
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = ["VariableBuilder", "wrap_constant", "CONSTANT_TYPES"]
 CONSTANT_TYPES = (bool, int, float, complex, str, bytes, type(None), type(Ellipsis), range, slice)
 
 _BUILTIN_CALLABLES = {id(v) for v in vars(builtins).values() if callable(v)}
+_PROXY_TYPES = (weakref.ProxyType, weakref.CallableProxyType)
 
 #: ``ids``: the tuples, lists and dicts this thread is wrapping item by item right now
 _wrapping = threading.local()
@@ -182,6 +184,10 @@ class VariableBuilder:
                 return self._wrap_container(value, typ)
             finally:
                 active.discard(id(value))
+        if typ in _PROXY_TYPES:
+            # (a weakref.proxy forwards every attribute read to its referent, and raises
+            # ReferenceError once it died: passed along untouched)
+            return OpaqueObjectVariable(value, self.source)
         if issubclass(typ, types.ModuleType):
             self.guard("ID_MATCH", Guard.identity(value))
             return PythonModuleVariable(value, source=self.source)

@@ -244,12 +244,18 @@ class _LazyIterator(IteratorVariable):
 
 
 def _enumerate(tx, args, kwargs):
-    start = kwargs["start"].as_python_constant() if "start" in kwargs else (
-        args[1].as_python_constant() if len(args) > 1 else 0
-    )
+    # enumerate(iterable, start=0), either by keyword: any other form (no iterable, an unknown
+    # keyword, an argument twice) is left to the call in plain Python, which raises TypeError
+    names = ("iterable", "start")
+    if len(args) > 2 or set(kwargs) - set(names) or any(n in kwargs for n in names[:len(args)]):
+        raise Unsupported("enumerate() called with arguments it does not take")
+    bound = dict(zip(names, args), **kwargs)
+    if "iterable" not in bound:
+        raise Unsupported("enumerate() called without an iterable")
+    start = bound["start"].as_python_constant() if "start" in bound else 0
     # (the count is an int: ``enumerate(xs, 1.5)`` raises TypeError, as does a str start)
     start = run_user_op(operator.index, start)
-    return _LazyIterator([_items_of(tx, args[0])], enumerate, start)
+    return _LazyIterator([_items_of(tx, bound["iterable"])], enumerate, start)
 
 
 def _zip(tx, args, kwargs):

@@ -82,6 +82,9 @@ class BodyPlan:
     assigned: frozenset[str]
     #: ``try`` or ``with`` (for names and messages)
     kind: str
+    #: index of the statement's first instruction (3.10: its SETUP_*; else `entry`, or the
+    #: ``with``'s BEFORE_WITH)
+    region_start: int
 
     @property
     def handed_over(self) -> tuple[str, ...]:
@@ -228,7 +231,7 @@ def _plan(code: types.CodeType, region: Region, depth: int, bound: frozenset[str
                       {j: (above, names) for j, above, names in exit_list}, own, closure_names,
                       cell_args)
     return BodyPlan(body, entry, members, depth - base, params, tuple(exit_list),
-                    closure_names, cell_args, handler, assigned, kind)
+                    closure_names, cell_args, handler, assigned, kind, start)
 
 
 def _must_bound(info, members: frozenset[int], entry: int,

@@ -34,7 +34,7 @@ from .codegen import BreakExit, ReturnExit, argument_names, transform_code
 from .exc import Unsupported, UserCodeError
 from .guards import Guard, build_check_fn
 from .loops import UNBOUND, plan_loop
-from .region_body import exit_never_swallows, plan_region_body
+from .region_body import BodyPlan, exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
 from .resume import (STACK_PREFIX, empty_breaks, in_loop_body, is_resume_code, passed_cells,
                      plain_loop_reason, prologue_length)
@@ -198,6 +198,10 @@ class InstructionTranslator:
         self.deadline = time.thread_time() + config.max_trace_seconds
         #: changes to objects from outside the frame, replayed after the graph (root only)
         self.side_effects = SideEffects()
+        #: (`speculate_try_body`) the try statement's body plan to trace into as if unprotected,
+        #: and how many operations the graph held when the body started
+        self.speculated_body: BodyPlan | None = None
+        self.ops_before_body: int | None = None
 
     # Driver ----------------------------------------------------------------------------------
 
@@ -210,6 +214,13 @@ class InstructionTranslator:
                 return
             if self.steps & 255 == 255 or self.total_steps() > config.max_instructions:
                 self.check_budget()
+            body = self.speculated_body
+            if body is not None:
+                if self.ops_before_body is None and self.ip == body.region_start:
+                    self.ops_before_body = self.operation_count()
+                    self.ip = body.entry  # (3.10: past the statement's SETUP_FINALLY)
+                elif self.ops_before_body is not None and self.ip not in body.members:
+                    return  # (out of the body: the speculation has seen what it needed)
             self.index = self.ip
             inst = self.instructions[self.ip]
             self.ip += 1
@@ -218,7 +229,8 @@ class InstructionTranslator:
                 self.lineno = inst.lineno
             handler = self.dispatch.get(inst.name)
             try:
-                if self.info.in_exception_block(self.index):
+                if self.info.in_exception_block(self.index) and not (
+                        body is not None and self.ops_before_body is not None):
                     raise Unsupported("try/except and with blocks are not supported yet")
                 if handler is None:
                     raise Unsupported(f"the bytecode {inst.name} is not supported yet")
@@ -368,6 +380,9 @@ class InstructionTranslator:
 
     def _has_operations(self) -> bool:
         return any(n.op in ("call_function", "call_method") for n in self.output.graph.nodes)
+
+    def operation_count(self) -> int:
+        return sum(n.op in ("call_function", "call_method") for n in self.output.graph.nodes)
 
     def graph_break_exit(self) -> BreakExit:
         """How the frame continues when the trace stops before instruction `self.ip`."""
@@ -1912,6 +1927,9 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
             _plan_loop(tx, tx.break_exit, reason)
             if tx.break_exit.loop_plan is None and not tx._has_operations():
                 raise failure  # nothing to compile before the loop or in it: plain Python
+        if tx.break_exit.region_body is not None and not speculate_try_body(
+                frame, code, backend, dynamic, tx.break_exit.region_body):
+            tx.break_exit.region_body = None  # (the block runs in place, in this frame)
         if tx.break_exit.region_body is not None:
             kind = tx.break_exit.region_body.kind
             reason = reason.replace(
@@ -1922,6 +1940,30 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
         return compile_subgraph(tx, tx.break_exit, started)
     cells = {name: tx.locals[name] for name in sorted(tx.cells_written) if name in tx.locals}
     return compile_subgraph(tx, ReturnExit(tx.return_value, cells=cells), started)
+
+
+def speculate_try_body(frame: Any, code: types.CodeType, backend: Callable,
+                       dynamic: bool | None, body: BodyPlan) -> bool:
+    """Is it worth running a ``try`` statement's body as a function of its own? Only if the
+    body captures something before its first graph break: traced once more, into the body as
+    if it were not protected (`InstructionTranslator.speculated_body`), up to the first thing
+    the translator cannot capture or the way out of the body, the graph must have gained an
+    operation. Otherwise the block runs in place, inside the transformed code's copy of the
+    statement: in this frame, so a function it calls sees this frame as its caller
+    (``sys._getframe(1)``, a tracer it starts with ``f_back.f_trace``: CPython's
+    test_sys_settrace settrace_and_raise), as in plain Python. (A ``with`` body, entered
+    through its manager's ``__enter__``, always becomes a function: NumPy code under
+    ``np.errstate``.)"""
+    if body.kind != "try":
+        return True
+    tx = InstructionTranslator(frame, code, OutputGraph(code.co_name, backend, code=code,
+                                                        dynamic=dynamic))
+    tx.speculated_body = body
+    try:
+        tx.run()
+    except Unsupported as exc:  # (where capture stops: the operations before it are what counts)
+        exc.with_traceback(None)  # (its traceback holds this frame: no reference cycle)
+    return tx.ops_before_body is not None and tx.operation_count() > tx.ops_before_body
 
 
 def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:

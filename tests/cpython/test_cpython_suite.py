@@ -108,15 +108,6 @@ FRAME_CODE = Known(
     "and frame.f_code is that code: dis.distb() of a traceback through a captured frame "
     "disassembles it (TorchDynamo has the same; tracers and debuggers get the original: "
     "frames run their original bytecode while a trace function is set).", open_bug=False)
-SETTRACE_IN_CALLEE = Known(
-    "A try statement's body can run as a function of its own (dynamo/region_body.py, "
-    "dynamo.config.capture_try_bodies): a function called in it that starts tracing and sets "
-    "its caller's f_trace (test_sys_settrace's settrace_and_raise: "
-    "sys._getframe().f_back.f_trace = tracefunc) sets the body function's, so the tracer sees "
-    "that frame return and not the user's frame run its except clause. (Outside try bodies "
-    "the rest of the frame stays in the same frame once a tracer is active, "
-    "_C.stay_in_frame: settrace_and_return matches plain Python; pdb's breakpoint() in a "
-    "try body works: it sets f_trace on every frame up the stack.)", open_bug=False)
 PEP523_STOP_ITERATION = Known(
     "CPython 3.12+ (not npdynamo): while any PEP 523 frame evaluator is installed, SEND does "
     "not run a sub-generator/coroutine inline; its StopIteration is reported to sys.monitoring "
@@ -146,14 +137,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
         "test_load_attr_specialize", "test_call_specialize", "test_extended_arg_quick",
         "test_show_caches"))),
     **_ids("test_generators", SIGINT, "SignalAndYieldFromTest.test_raise_and_yield_from"),
-    **_ids("test_sys_settrace", SETTRACE_IN_CALLEE, *(
-        f"{case}.{name}" for case in ("SkipLineEventsTraceTestCase", "TraceOpcodesTestCase",
-                                      "TraceTestCase")
-        for name in ("test_09_settrace_and_raise",))),
-    # (3.12 added these two TraceTestCase subclasses)
-    **_ids("test_sys_settrace", on(SETTRACE_IN_CALLEE, PY312, PY313), *(
-        f"{case}.{name}" for case in ("TestLinesAfterTraceStarted", "TestSetLocalTrace")
-        for name in ("test_09_settrace_and_raise",))),
     **_ids("test_sys_settrace", PEP523_STOP_ITERATION, *(
         f"{case}.test_20_async_for_loop" for case in (
             "SkipLineEventsTraceTestCase", "TraceOpcodesTestCase", "TraceTestCase",

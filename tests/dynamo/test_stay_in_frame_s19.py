@@ -20,6 +20,7 @@ import pytest
 
 import dynamo
 from dynamo import _C
+from support.tracing import line_events, settrace_and_raise
 
 
 def compiled(fn):
@@ -284,34 +285,6 @@ def settrace_and_return(tracefunc, x):
     return z
 
 
-def _settrace_and_raise(tracefunc):
-    sys.settrace(tracefunc)
-    sys._getframe().f_back.f_trace = tracefunc
-    raise RuntimeError
-
-
-def settrace_and_raise(tracefunc, x):
-    try:
-        _settrace_and_raise(tracefunc)
-    except RuntimeError:
-        pass
-    return x
-
-
-def _events(fn, x, code):
-    events = []
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name == code.co_name and frame.f_code.co_filename == code.co_filename:
-            events.append((frame.f_lineno - code.co_firstlineno, event))
-        return tracer
-
-    old = sys.gettrace()
-    try:
-        fn(tracer, x)
-    finally:
-        sys.settrace(old)
-    return events
 
 
 def test_a_tracer_a_callee_starts_sees_the_rest_of_the_frame():
@@ -321,11 +294,11 @@ def test_a_tracer_a_callee_starts_sees_the_rest_of_the_frame():
     assert_split(settrace_and_return, lambda *a: None, x)
     sys.settrace(None)
     code = settrace_and_return.__code__
-    expected = _events(settrace_and_return, x, code)
+    expected = line_events(settrace_and_return, x, code)
     assert expected == [(3, "line"), (4, "line"), (4, "return")]
     fn = compiled(settrace_and_return)
     for _ in range(2):
-        assert _events(fn, x, code) == expected
+        assert line_events(fn, x, code) == expected
 
 
 def test_a_tracer_started_in_a_try_statement_sees_its_lines(monkeypatch):
@@ -335,11 +308,11 @@ def test_a_tracer_started_in_a_try_statement_sees_its_lines(monkeypatch):
     monkeypatch.setattr(dynamo.config, "capture_try_bodies", False)
     x = np.ones(2)
     code = settrace_and_raise.__code__
-    expected = _events(settrace_and_raise, x, code)
+    expected = line_events(settrace_and_raise, x, code)
     assert expected == [(2, "exception"), (3, "line"), (4, "line"), (5, "line"), (5, "return")]
     fn = compiled(settrace_and_raise)
     for _ in range(2):
-        assert _events(fn, x, code) == expected
+        assert line_events(fn, x, code) == expected
 
 
 # --- a failed compile leaves no garbage holding the user's frame -------------------------------

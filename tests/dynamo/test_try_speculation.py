@@ -16,46 +16,18 @@ import sys
 import numpy as np
 
 import dynamo
-
-
-def _settrace_and_raise(tracefunc):
-    sys.settrace(tracefunc)
-    sys._getframe().f_back.f_trace = tracefunc
-    raise RuntimeError
-
-
-def settrace_and_raise(tracefunc, x):
-    try:
-        _settrace_and_raise(tracefunc)
-    except RuntimeError:
-        pass
-    return x
-
-
-def _events(fn, x):
-    code = settrace_and_raise.__code__
-    events = []
-
-    def tracer(frame, event, arg):
-        if frame.f_code.co_name == code.co_name and frame.f_code.co_filename == code.co_filename:
-            events.append((frame.f_lineno - code.co_firstlineno, event))
-        return tracer
-
-    old = sys.gettrace()
-    try:
-        fn(tracer, x)
-    finally:
-        sys.settrace(old)
-    return events
+from support.tracing import line_events, settrace_and_raise
 
 
 def test_a_tracer_a_callee_starts_in_a_try_body_sees_the_users_frame():
+    # (test_stay_in_frame_s19 checks the same with capture_try_bodies=False)
     x = np.ones(2)
-    expected = _events(settrace_and_raise, x)
+    code = settrace_and_raise.__code__
+    expected = line_events(settrace_and_raise, x, code)
     assert expected == [(2, "exception"), (3, "line"), (4, "line"), (5, "line"), (5, "return")]
     compiled = dynamo.compile(settrace_and_raise)
     for _ in range(2):
-        assert _events(compiled, x) == expected
+        assert line_events(compiled, x, code) == expected
 
 
 @dynamo.disable

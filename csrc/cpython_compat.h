@@ -72,6 +72,24 @@ typedef struct _PyInterpreterFrame npd_frame;
 typedef PyFrameObject npd_frame;
 #endif
 
+/* ---- weak references (guards.c: a guard's weakly held class or object) ---------------------
+ * Whether weak reference `ref` refers to `obj` now (0 once its referent died; `obj` is never
+ * None).  3.13 deprecates PyWeakref_GetObject (a borrowed referent) for PyWeakref_GetRef. */
+static inline int npd_weakref_is(PyObject *ref, PyObject *obj) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target = NULL;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        return -1;
+    }
+    int same = target != NULL && target == obj;
+    Py_XDECREF(target);
+    return same;
+#else
+    PyObject *target = PyWeakref_GetObject(ref);
+    return target == NULL ? -1 : (target != Py_None && target == obj);
+#endif
+}
+
 /* ---- the C stack (eval_frame.c: the stack check, deep mode) --------------------------------
  *
  * The hook compares its own stack address with the thread's real stack (pthread_getattr_np:

@@ -54,6 +54,8 @@ enum check_op {
     OP_DIM = 16,        /* v.shape[obj] == n, or v.shape[obj] >= 2 when n == -1 (a dynamic size) */
     OP_SAME_AS = 17,    /* v is the value at path obj (a second path: ``m.f.__self__ is m``) */
     OP_INT_GE = 18,     /* v >= n (an int argument kept symbolic: n is 2) */
+    OP_TYPE_IS_WEAK = 19, /* type(v) is obj(), obj a weak reference (false once it died) */
+    OP_IS_WEAK = 20,    /* v is obj() and obj() is alive, obj a weak reference */
     OP_COUNT
 };
 
@@ -285,6 +287,13 @@ static int run_check(const check *c, const inputs *in) {
     case OP_IS:
         ok = v == c->obj;
         break;
+    case OP_TYPE_IS_WEAK:
+    case OP_IS_WEAK: {
+        /* A class, function or object the program may drop: the guard holds it weakly, so it
+         * does not keep it alive (guards.py _mortal). */
+        ok = npd_weakref_is(c->obj, c->op == OP_TYPE_IS_WEAK ? (PyObject *)Py_TYPE(v) : v);
+        break;
+    }
     case OP_SAME_AS: {
         PyObject *w = fetch(c->other, in);
         ok = w == NULL ? -1 : v == w;
@@ -806,6 +815,10 @@ static PyObject *guardset_new(PyTypeObject *type, PyObject *args, PyObject *kwar
         switch (c->op) {
         case OP_TYPE_IS:
             bad = !PyType_Check(obj);
+            break;
+        case OP_TYPE_IS_WEAK:
+        case OP_IS_WEAK:
+            bad = !PyWeakref_CheckRef(obj);
             break;
         case OP_REPR_EQ:
             bad = !PyUnicode_Check(obj);

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import types
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -55,6 +57,29 @@ class _Identity:
 
     def __hash__(self) -> int:
         return id(self.obj)
+
+
+class _Weak:
+    """A guard's expected object held weakly (`_weakened`): a class, function or object the
+    program can drop (made by a call: ``class C`` in a function body, a closure), which a strong
+    reference from a cached guard would keep alive: its weak references would never die and
+    its finalizers never run, as they do in plain Python. Once it died, the guard fails (no
+    value can be it any more)."""
+
+    __slots__ = ("ref", "__weakref__")
+
+    def __init__(self, obj: object) -> None:
+        self.ref = weakref.ref(obj)
+
+    @property
+    def obj(self) -> object:
+        return self.ref()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Weak) and other.ref == self.ref
+
+    def __hash__(self) -> int:
+        return hash(self.ref)
 
 
 @dataclass(frozen=True)
@@ -100,12 +125,18 @@ class GuardBuilder:
 
     # One method per guard kind; each returns the guard's checks, cheapest and most basic first.
 
-    def TYPE_MATCH(self, e: str, expected: type) -> list[str]:
+    def TYPE_MATCH(self, e: str, expected: type | _Weak) -> list[str]:
+        if isinstance(expected, _Weak):  # (a weak reference: called, None once it died)
+            name = self.const(expected.ref, expected.obj.__name__ + "_ref")
+            return [f"___type({e}) is {name}()"]
         return [f"___type({e}) is {self.const(expected, expected.__name__)}"]
 
-    def ID_MATCH(self, e: str, expected: _Identity) -> list[str]:
+    def ID_MATCH(self, e: str, expected: _Identity | _Weak) -> list[str]:
         obj = expected.obj
-        return [f"{e} is {self.const(obj, getattr(obj, '__name__', type(obj).__name__))}"]
+        hint = getattr(obj, '__name__', type(obj).__name__)
+        if isinstance(expected, _Weak):
+            return [f"{e} is {self.const(expected.ref, hint + '_ref')}() is not None"]
+        return [f"{e} is {self.const(obj, hint)}"]
 
     def FUNCTION_MATCH(self, e: str, expected: tuple[_Identity, _Identity]) -> list[str]:
         code, namespace = expected[0].obj, expected[1].obj
@@ -199,7 +230,8 @@ class GuardBuilder:
 # Step kinds and operations of csrc/guards.c (keep in sync with its enums).
 _ARG, _GLOBALS, _GLOBAL, _CLOSURE, _ATTR, _ITEM = range(6)
 (_TYPE_IS, _IS, _EQ, _NAN, _COPYSIGN, _REPR_EQ, _FUNC_CODE, _FUNC_GLOBALS, _DTYPE, _SHAPE,
- _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM, _SAME_AS, _INT_GE) = range(19)
+ _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM, _SAME_AS, _INT_GE, _TYPE_IS_WEAK,
+ _IS_WEAK) = range(21)
 
 _Check = tuple  # (op, path, obj, obj2, n, guard_index): one C check
 
@@ -240,9 +272,13 @@ class GuardLowering:
         return None if path is None else method(path, guard.expected)
 
     def TYPE_MATCH(self, p, expected):
+        if isinstance(expected, _Weak):
+            return [(_TYPE_IS_WEAK, p, expected.ref, None, 0)]
         return [(_TYPE_IS, p, expected, None, 0)]
 
     def ID_MATCH(self, p, expected):
+        if isinstance(expected, _Weak):
+            return [(_IS_WEAK, p, expected.ref, None, 0)]
         return [(_IS, p, expected.obj, None, 0)]
 
     def FUNCTION_MATCH(self, p, expected):
@@ -315,6 +351,62 @@ def _layout_probe() -> bool:
 NDARRAY_FAST_PATH = _layout_probe()
 
 
+def _weakened(guard: Guard) -> Guard:
+    """`guard`, holding its expected object weakly (`_Weak`) when the program may drop it."""
+    if guard.kind == "TYPE_MATCH":
+        obj = guard.expected
+    elif guard.kind == "ID_MATCH":
+        obj = guard.expected.obj
+    else:
+        return guard
+    if not _mortal(obj):
+        return guard
+    return Guard(guard.source, guard.kind, _Weak(obj), guard.order)
+
+
+_TYPE_DICT = type.__dict__["__dict__"]
+
+
+def _mortal(obj: object) -> bool:
+    """Whether the program may drop `obj` while a guard on it is cached: a class or function
+    that is not what its module holds under its qualified name (made by a call), or an object
+    of a Python class. (Modules, builtins, NumPy's callables and module-level classes and
+    functions live as long as their modules: held strongly.) Read without running the
+    program's code."""
+    typ = type(obj)
+    if typ is types.FunctionType:
+        return not _held_by_module(obj, obj.__module__)
+    if issubclass(typ, type):
+        if not obj.__flags__ & _HEAPTYPE:
+            return False  # (a static type: int, np.ndarray)
+        return not _held_by_module(obj, _TYPE_DICT.__get__(obj, type).get("__module__"))
+    if not typ.__flags__ & _HEAPTYPE or issubclass(typ, types.ModuleType):
+        return False  # (an object of a C type, or a module)
+    try:
+        weakref.ref(obj)
+    except TypeError:
+        return False
+    return True
+
+
+def _held_by_module(obj: object, module_name: Any) -> bool:
+    """`obj` is what its module holds under its qualified name (``pkg.mod``, ``Outer.f``)."""
+    held: Any = sys.modules.get(module_name) if isinstance(module_name, str) else None
+    for part in (getattr(obj, "__qualname__", None) or "").split("."):
+        if held is None or part == "<locals>":
+            return False
+        if isinstance(held, types.ModuleType):
+            held = held.__dict__.get(part)
+        elif isinstance(held, type):
+            held = _TYPE_DICT.__get__(held, type).get(part)
+        else:
+            return False
+    return held is obj
+
+
+_HEAPTYPE = 1 << 9
+
+
 def _hashable(value: Any) -> Any:
     """A dict key for a guard's expected value (slices are unhashable before Python 3.12)."""
     try:
@@ -356,7 +448,8 @@ def build_check_fn(guards: list[Guard], argnames: list[str], code_name: str,
     unique: dict[tuple, Guard] = {}
     for g in guards:
         unique.setdefault((g.source, g.kind, _hashable(g.expected)), g)
-    ordered = sorted(unique.values(), key=lambda g: (_depth(g.source), g.order))
+    ordered = [_weakened(g) for g in sorted(unique.values(),
+                                           key=lambda g: (_depth(g.source), g.order))]
     per_guard = [builder.checks(g) for g in ordered]
     parts = [check for checks in per_guard for check in checks]
     names = [*map(guard_parameter, argnames), "___globals", "___closure"]
@@ -511,6 +604,10 @@ def describe_failure(guard: Guard, env: dict) -> str:
             return f"type({name}): expected {want.__qualname__}, got {typ.__qualname__}"
         return None
 
+    if isinstance(expected, _Weak):
+        if expected.obj is None:
+            return f"{name}: the object it was compiled for is gone (it died)"
+        expected = expected.obj if kind == "TYPE_MATCH" else _Identity(expected.obj)
     if kind == "TYPE_MATCH":
         return type_differs(expected) or f"type({name}): expected {expected.__qualname__}"
     if kind == "ID_MATCH":

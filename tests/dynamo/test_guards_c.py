@@ -75,7 +75,21 @@ def _values() -> list:
         Weird(eq=True), Weird(eq=False), Weird(eq=ValueError("x")), Weird(eq=np.array([1, 2])),
         Weird(attr=ValueError("attr")), np, math, len, abs, lambda: 0, slice(1, 2), ...,
         range(3), np.dtype("float64"), np.dtype("float32"), 2, -5, 10**30, -10**30, True,
+        _LOCAL_CLASS, _LOCAL_FN, _LOCAL_OBJ, _LOCAL_CLASS(),
     ]
+
+
+def _made_by_a_call():
+    class Local:
+        pass
+
+    def local_fn():
+        return 0
+
+    return Local, local_fn, Local()
+
+
+_LOCAL_CLASS, _LOCAL_FN, _LOCAL_OBJ = _made_by_a_call()
 
 
 def _guards() -> list[Guard]:
@@ -108,6 +122,9 @@ def _guards() -> list[Guard]:
         Guard(GetItemSource(X, 0), "SAME_OBJECT", ClosureSource("c", 0)),
         Guard(X, "SAME_OBJECT", GlobalSource("G")),
         Guard(X, "INT_AT_LEAST", 2),  # (an int argument kept symbolic)
+        # (held weakly: a class and a function made by a call, an object of a Python class)
+        Guard(X, "TYPE_MATCH", _LOCAL_CLASS), Guard(X, "ID_MATCH", Guard.identity(_LOCAL_FN)),
+        Guard(X, "ID_MATCH", Guard.identity(_LOCAL_OBJ)),
     ]
     for v in (None, 0, 3, True, 3.0, 0.0, -0.0, float("nan"), float("inf"), complex(0, -0.0),
               complex(float("nan"), 1), "a", b"a", slice(1, 2), ..., range(3), np.dtype("float64")):

@@ -366,43 +366,33 @@ def test_recursion_error_while_compiling_is_not_permanent(monkeypatch):
 # ---- threads compiling the same function ------------------------------------------------------
 
 
-def test_two_threads_compiling_one_version_keep_one_entry(monkeypatch):
-    """The entry is in the cache before the compile lock is released: a thread that waited for
-    the lock finds it and does not compile the same version again. The interleaving is forced:
-    thread A stops right after its callback released the lock (Python level) until thread B
-    has finished its own call of f."""
+def test_two_threads_compiling_one_version_keep_one_entry():
+    """The C hook holds the compile lock from before the callback until the new entry is in the
+    cache, and the callback re-checks the cache under that lock: a thread that missed the cache
+    while another compiled the same version finds it and compiles nothing. The interleaving is
+    forced: thread B's cache lookup misses while thread A's backend runs (A holds the lock), and
+    A's backend returns only once B has asked the hook's lock (a spy installed with
+    `_C.set_compile_lock`), so B's callback runs after A's entry is cached."""
     real_lock = convert_frame.compile_lock
-    a_compiling, b_done = threading.Event(), threading.Event()
-    state = {"armed": False, "waited": False}
+    a_compiling, b_at_the_lock = threading.Event(), threading.Event()
     thread_a = threading.current_thread()
 
     class SpyLock:
         def acquire(self, *args):
+            if threading.current_thread().name == "B":
+                b_at_the_lock.set()
             return real_lock.acquire(*args)
 
         def release(self):
             real_lock.release()
 
-        def __enter__(self):
-            real_lock.acquire()
-            return self
-
-        def __exit__(self, *exc):
-            real_lock.release()
-            if threading.current_thread() is thread_a and state["armed"]:
-                state["armed"] = False
-                if not real_lock._is_owned():
-                    # The lock is free although A's entry may not be cached yet: let B run.
-                    state["waited"] = b_done.wait(30)
-
-    monkeypatch.setattr(convert_frame, "compile_lock", SpyLock())
-    compiles = []
+    compiles, waited = [], []
 
     def backend(gm, example_inputs):
         compiles.append(threading.current_thread().name)
         if threading.current_thread() is thread_a:
-            state["armed"] = True
             a_compiling.set()
+            waited.append(b_at_the_lock.wait(30))
         return gm.forward
 
     def f(x):
@@ -413,17 +403,22 @@ def test_two_threads_compiling_one_version_keep_one_entry(monkeypatch):
     results = []
 
     def thread_b():
-        a_compiling.wait(30)
-        results.append(compiled(x))
-        b_done.set()
+        if a_compiling.wait(30):
+            results.append(compiled(x))
 
     b = threading.Thread(target=thread_b, name="B")
-    b.start()
-    results.append(compiled(x))
-    b.join()
-    assert all(np.array_equal(r, f(x)) for r in results) and len(results) == 2
-    assert len(_C.get_cache_entries(f.__code__)) == 1
-    assert compiles == [thread_a.name]
+    previous = _C.set_compile_lock(SpyLock())
+    try:
+        b.start()
+        results.append(compiled(x))
+        b.join(60)
+    finally:
+        _C.set_compile_lock(previous)
+    assert previous is real_lock and not b.is_alive()
+    assert waited == [True], "thread B never reached the compile lock while A compiled"
+    assert len(results) == 2 and all(np.array_equal(r, f(x)) for r in results)
+    assert (compiles, len(_C.get_cache_entries(f.__code__))) == ([thread_a.name], 1)
+    assert np.array_equal(compiled(x), f(x)) and compiles == [thread_a.name]  # a cache hit
 
 
 # ---- tracers and profilers -----------------------------------------------------------------

@@ -27,7 +27,7 @@ import pytest
 
 import dynamo.backends.c as cbackend
 from dynamo.backends.c.codegen_c import OPS
-from support.c_graphs import build
+from support.c_graphs import build, same_bits
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -221,32 +221,52 @@ def test_epilogue_output_layout_follows_its_own_inputs():
 
 # -- determinism -------------------------------------------------------------------------------
 
-def _differs_from_numpy():
-    """A graph whose kernel (libmvec) differs from NumPy in at least one bit on ``x``."""
+#: A graph that is one kernel over its argument (the whole-graph C call, `small._WholeGraph`),
+#: and one of two kernels (a pointwise chain and a reduction: the generated program, one
+#: `_kernel_step` per kernel).
+DETERMINISM_GRAPHS = {
+    "one_kernel": lambda a: np.sin(a) * np.exp(a * 0.01) + np.tanh(a),
+    "two_kernels": lambda a: (np.sin(a) * np.exp(a * 0.01) + np.tanh(a),
+                              np.sum(np.sin(a), axis=0)),
+}
+
+
+def _differs_from_numpy(graph="one_kernel"):
+    """A graph whose every kernel (libmvec, summation order) differs from NumPy in at least one
+    bit on ``x``, and what the kernels return (``calibrate=False``: the kernels always run)."""
     x = np.random.default_rng(5).uniform(-20, 20, 50_000)
-    fn = lambda a: np.sin(a) * np.exp(a * 0.01) + np.tanh(a)  # noqa: E731
+    fn = DETERMINISM_GRAPHS[graph]
     gm, f = build(fn, [x], calibrate=False)
     with np.errstate(all="ignore"):
-        assert not np.array_equal(f(x), gm.forward(x)), "kernel and NumPy agree bit for bit"
-    return fn, x
+        by_kernels, by_numpy = f(x), gm.forward(x)
+    pairs = zip(by_kernels, by_numpy) if graph == "two_kernels" else [(by_kernels, by_numpy)]
+    for got, want in pairs:
+        assert got.tobytes() != want.tobytes(), "kernel and NumPy agree bit for bit"
+    return fn, x, by_kernels
 
 
+@pytest.mark.parametrize("graph", sorted(DETERMINISM_GRAPHS))
 @pytest.mark.parametrize("verdict", [False, True])
-def test_every_call_returns_the_same_bits(monkeypatch, verdict):
-    fn, x = _differs_from_numpy()
+def test_every_call_returns_the_same_bits(monkeypatch, verdict, graph):
+    # Calibration on the first call must not change what that call returns: calls 1..4 return
+    # the same bits, those of the path the verdict chose (NumPy's, or the kernels').
+    fn, x, by_kernels = _differs_from_numpy(graph)
     monkeypatch.setattr(cbackend, "_calibrate", lambda *args, **kw: verdict)
     gm, f = build(fn, [x], calibrate=True)
-    (runner,) = f.runners.values()
+    runners = list(f.runners.values())
+    assert len(runners) == (1 if graph == "one_kernel" else 2)
+    assert hasattr(f, "program_code") is (graph == "two_kernels")  # the per-kernel steps
     results = [f(x) for _ in range(4)]
-    assert runner.use_kernel is verdict and runner.calls >= 1
+    for runner in runners:
+        assert runner.use_kernel is verdict and runner.calls >= 1
     for r in results[1:]:
-        assert r.tobytes() == results[0].tobytes()
-    expected = f(x) if verdict else gm.forward(x)
-    assert results[0].tobytes() == expected.tobytes()
+        assert same_bits(r, results[0])
+    expected = by_kernels if verdict else gm.forward(x)
+    assert same_bits(results[0], expected)
 
 
 def test_real_calibration_is_deterministic():
-    fn, x = _differs_from_numpy()
+    fn, x, _ = _differs_from_numpy()
     gm, f = build(fn, [x], calibrate=True)
     results = [f(x) for _ in range(3)]
     (runner,) = f.runners.values()

@@ -32,6 +32,7 @@ from fx.locations import origin as graph_origin
 from . import _C, config, dump, html_report
 from .bytecode_analysis import CodeMap
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
+from .interrupts import call_keeping_interrupts
 from .logs import get_logger
 from .resume import display_name, in_loop_body
 from .symbolic_convert import CompiledFrame, trace_frame
@@ -326,6 +327,10 @@ class ConvertFrame:
                     _unskip_uncapturable(code)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
+        # (graphs and code die while compiling: a Ctrl-C in their weakref callbacks is raised)
+        return call_keeping_interrupts(self._call, frame)
+
+    def _call(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         users = sys.exc_info()[1]  # (the exception the user's program is handling, if any)
         try:
             return self._convert(frame, users)

@@ -25,6 +25,7 @@ from . import _C
 from .backends import Backend, backend_spec, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 from .dynamic_shapes import forget as forget_sizes
+from .interrupts import call_keeping_interrupts
 
 __all__ = ["compile", "optimize", "disable", "run", "reset"]
 
@@ -113,8 +114,8 @@ class _Callback(ConvertFrame):
     """The compile callback of one (backend, fullgraph): ConvertFrame plus hiding the frames of
     what it compiled from tracebacks."""
 
-    def __call__(self, frame: Any) -> Any:
-        result = super().__call__(frame)
+    def _call(self, frame: Any) -> Any:
+        result = super()._call(frame)
         if result is not None:
             try:
                 _hide_graph_code(*result)
@@ -274,6 +275,11 @@ def run(fn: Callable | None = None) -> Any:
 
 def reset() -> None:
     """Forget every compiled version and every skip decision."""
+    # (the graphs die here: a Ctrl-C in their weakref callbacks is raised, not printed)
+    call_keeping_interrupts(_reset)
+
+
+def _reset() -> None:
     with compile_lock:
         for code in list(touched_codes):
             _C.reset_code(code)

@@ -114,17 +114,6 @@ PEP523_STOP_ITERATION = Known(
     "(a legacy tracer's 'exception' event) by SEND and again by END_SEND, so a tracer sees "
     "one more 'exception' event per `await` that finishes. Same with _testinternalcapi's "
     "set_eval_frame_record() and no npdynamo.", open_bug=False, versions=(PY312, PY313))
-SIGINT = Known(
-    "OPEN, flaky, not reproduced since (helper-33, 2026-11-25): _testcapi."
-    "raise_SIGINT_then_send_None: the generator saw no KeyboardInterrupt ('FAILED') in 13 "
-    "runs in a row of `-k test_raise_and_yield_from` under capture while other edits of the "
-    "translator were in progress, then in none of 50 runs (3.10-3.13, also with gc threshold "
-    "1 and a reset per run). The hook runs no Python code for a generator's frame (it hands "
-    "it to CPython's evaluator before anything else), and a signal storm (SIGINT every "
-    "0.5-10 ms while compiling, ~2000 interrupts) lost none: each reached the user, none was "
-    "reported unraisable.", flaky=True)
-
-
 def _ids(module: str, known: Known, *names: str) -> dict[str, Known]:
     return {f"test.{module}.{name}": known for name in names}
 
@@ -136,7 +125,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
         "test_loop_quicken", "test_super_instructions", "test_binary_specialize",
         "test_load_attr_specialize", "test_call_specialize", "test_extended_arg_quick",
         "test_show_caches"))),
-    **_ids("test_generators", SIGINT, "SignalAndYieldFromTest.test_raise_and_yield_from"),
     **_ids("test_sys_settrace", PEP523_STOP_ITERATION, *(
         f"{case}.test_20_async_for_loop" for case in (
             "SkipLineEventsTraceTestCase", "TraceOpcodesTestCase", "TraceTestCase",

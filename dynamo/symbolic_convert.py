@@ -11,7 +11,9 @@ One handler method per opcode, named after it; the dispatch table is built once 
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+import dis
 import gc
 import inspect
 import operator
@@ -2009,6 +2011,67 @@ def _count_empty_break(tx: InstructionTranslator, exit: BreakExit) -> None:
             f"{exit.reason}")
 
 
+#: Builtins that can reach objects a frame did not get (modules, other frames' values): a frame
+#: that names one may meet NumPy after a break.
+_REACHING_BUILTINS = frozenset({"__import__", "eval", "exec", "globals", "locals", "vars",
+                                "getattr", "compile", "breakpoint", "input", "open"})
+#: Instructions that read a value from outside the frame's own locals and constants.
+_OUTSIDE_READS = frozenset({"LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF",
+                            "IMPORT_NAME", "IMPORT_FROM", "LOAD_FROM_DICT_OR_GLOBALS",
+                            "LOAD_FROM_DICT_OR_DEREF", "MAKE_CELL", "COPY_FREE_VARS"})
+
+
+def _inert(vt: VariableTracker) -> bool:
+    """`vt` cannot lead to a NumPy value: NULL, a literal of the code or a builtin."""
+    if isinstance(vt, NullVariable):
+        return True
+    if isinstance(vt, ConstantVariable):
+        return vt.source is None and isinstance(
+            vt.value, (type(None), bool, int, float, complex, str, bytes))
+    if isinstance(vt, BuiltinVariable):
+        name = getattr(vt.fn, "__name__", None)
+        return (isinstance(name, str) and name not in _REACHING_BUILTINS
+                and getattr(builtins, name, None) is vt.fn)
+    return False
+
+
+def nothing_after_break(tx: InstructionTranslator, exit: BreakExit) -> bool:
+    """True when nothing of this frame can be captured, at this break or after it, for any
+    arguments: no graph and no guard before the break but on builtins' names (what the trace
+    saw did not depend on the arguments), every value the rest of the frame gets from the trace is a literal of the
+    code or a builtin, and its own bytecode reads no global but builtins and no closure. Its
+    own instructions then only ever see literals, builtins and what those make (functions it
+    calls go through the hook themselves), so the frame runs its original code for good
+    instead of transformed code and resume functions doing the same in Python: a traceback,
+    ``dis.distb()`` or ``frame.f_code`` shows the user's code, as without capture."""
+    code = tx.code
+    # (a builtin's "not shadowed by a global" guard: the scan below checks the same, and the
+    # original code reads whatever the name is on every call)
+    if (any(guard.kind != "NOT_IN_GLOBALS" for guard in tx.output.guards)
+            or exit.region_body is not None or exit.loop_plan is not None
+            or code.co_cellvars or code.co_freevars or is_resume_code(code)):
+        return False
+    if not all(_inert(vt) for vt in exit.stack):
+        return False
+    for _, _, live in exit.continuations:
+        for name in live:
+            if name in exit.locals:
+                if not _inert(exit.locals[name]):
+                    return False
+            elif name in exit.untouched_args or name in tx.argnames:
+                return False  # (an argument: anything)
+    f_globals = tx.frame.f_globals
+    for instr in dis.get_instructions(code):
+        if instr.opname in _OUTSIDE_READS:
+            return False
+        if instr.opname == "LOAD_GLOBAL":
+            name = instr.argval
+            if (name in f_globals or name in _REACHING_BUILTINS
+                    or not hasattr(builtins, name)):
+                return False
+    return True
+
+
 def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
                      started: float) -> CompiledFrame | None:
     """The one way a trace ends: compile the graph so far with the values the rest of the frame
@@ -2040,6 +2103,9 @@ def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
     location = tx.user_location()
     result = tx.output.compile(values, started, single_output=single)
     if result is None and isinstance(exit, ReturnExit) and not effects and not exit.cells:
+        return None
+    if isinstance(exit, BreakExit) and result is None and not effects and \
+            nothing_after_break(tx, exit):
         return None
     if (isinstance(exit, BreakExit) and result is None and exit.region is None
             and exit.loop_plan is None):

@@ -103,11 +103,6 @@ QUICKENING = Known(
     "Issue 8 excepts test_dis's quickening checks. (Flaky: a check differs only when its "
     "function's calls happened to run under the hook.)",
     open_bug=False, flaky=True)
-FRAME_CODE = Known(
-    "A frame runs the code npdynamo made for it (transformed code, or a resume function), "
-    "and frame.f_code is that code: dis.distb() of a traceback through a captured frame "
-    "disassembles it (TorchDynamo has the same; tracers and debuggers get the original: "
-    "frames run their original bytecode while a trace function is set).", open_bug=False)
 PEP523_STOP_ITERATION = Known(
     "CPython 3.12+ (not npdynamo): while any PEP 523 frame evaluator is installed, SEND does "
     "not run a sub-generator/coroutine inline; its StopIteration is reported to sys.monitoring "
@@ -129,9 +124,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
         f"{case}.test_20_async_for_loop" for case in (
             "SkipLineEventsTraceTestCase", "TraceOpcodesTestCase", "TraceTestCase",
             "TestLinesAfterTraceStarted", "TestSetLocalTrace"))),
-    **_ids("test_dis", FRAME_CODE, "BytecodeTests.test_from_traceback_dis",
-            *(f"{case}.{name}" for case in ("TestDisTraceback", "TestDisTracebackWithFile")
-              for name in ("test_distb_explicit_arg", "test_distb_last_traceback"))),
 }
 
 #: (module, substring of test ids) that crash the interpreter under capture: excluded from the

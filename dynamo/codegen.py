@@ -44,7 +44,7 @@ from .resume import (in_loop_body, mark_plain_loop, note_empty_breaks, prologue_
                      reads_a_bool, rest_of_code, resume_code, super_receiver, target_lineno)
 from .side_effects import SideEffects
 from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
-from .variables.base import NullVariable, VariableTracker
+from .variables.base import NullVariable, VariableTracker, made_while_tracing
 from .variables.containers import DictVariable, ListVariable, TupleVariable
 from .variables.constant import ConstantVariable
 
@@ -127,7 +127,7 @@ class Codegen:
         self.lineno = lineno
         self.instructions: list[Instr | Label] = []
         self.output_index = {node: i for i, node in enumerate(result.graph_outputs)} if result else {}
-        self.built: dict[int, tuple[str, VariableTracker]] = {}
+        self.built: dict[object, tuple[str, VariableTracker]] = {}
         #: source positions to pad the code with (`emit_pads`)
         self.pads: set[tuple] = set()
         #: (3.10) the lines a handler may leave the frame at (`fix_and_reraise`)
@@ -277,13 +277,18 @@ class Codegen:
                     # (an object rebuilt by calling what made it: ``slice(1, 3)`` on 3.11)
                     or (type(vt) is ConstantVariable and vt.made_by is not None))
         shared = (isinstance(vt, (ListVariable, DictVariable)) or identity) and vt.source is None
-        if shared and id(vt) in self.built:
-            self.extend(ins.load_fast(self.built[id(vt)][0]))
+        key = id(vt)
+        if type(vt) is ConstantVariable and vt.source is None and made_while_tracing(vt.value):
+            # (a string made anew on every call: one object wherever the frame has it, by
+            # value, since two trackers may hold it)
+            shared, key = True, ("made", id(vt.value))
+        if shared and key in self.built:
+            self.extend(ins.load_fast(self.built[key][0]))
             return
         vt.reconstruct(self)
         if shared:
             name = f"___built_{len(self.built)}"
-            self.built[id(vt)] = (name, vt)  # (vt kept alive so its id is not reused)
+            self.built[key] = (name, vt)  # (vt kept alive so its id is not reused)
             self.extend(ins.copy(1) + ins.store_fast(name))
 
 

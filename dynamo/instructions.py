@@ -135,6 +135,15 @@ def binary_subscr() -> list[Instr]:
     return [Instr("BINARY_SUBSCR")]
 
 
+def binary_add() -> list[Instr]:
+    """The sum of the two values on top of the stack (``a + b``)."""
+    if PY310:
+        return [Instr("BINARY_ADD")]
+    from bytecode.instr import BinaryOp
+
+    return [Instr("BINARY_OP", BinaryOp.ADD)]
+
+
 def make_closure(code: Any, ncells: int) -> list[Instr]:
     """With `ncells` cells on the stack: a function for `code` with those cells as closure and
     the current frame's globals."""

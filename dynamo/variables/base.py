@@ -8,7 +8,8 @@ structure (``L.append(L)``; a nested function that holds its translator, which h
 locals) is itself a reference cycle, and left behind it would be garbage the user's next
 `gc.collect()` counts (CPython's test_gc checks such counts). At the end of the scope every
 tracker made in it is emptied, which breaks those cycles. Called by `convert_frame` around
-`trace_frame`; trackers made outside a scope (tests, tools) are not tracked.
+`trace_frame`; trackers made outside a scope (tests, tools) are not tracked. The scope also
+keeps the strings its operations made (`note_made`), which the transformed code makes anew.
 """
 
 from __future__ import annotations
@@ -39,16 +40,43 @@ def compile_models() -> Iterator[None]:
     nothing may use them afterwards (the compile's product holds code, guards and graphs, never
     trackers). Nested scopes keep their own lists."""
     outer = getattr(_compiling, "models", None)
+    outer_made = getattr(_compiling, "made", None)
     models: list[VariableTracker] = []
     _compiling.models = models
+    _compiling.made = {}
     try:
         yield
     finally:
         _compiling.models = outer
+        _compiling.made = outer_made
         for vt in models:
             state = getattr(vt, "__dict__", None)  # (a subclass with __slots__ has none)
             if state is not None:
                 state.clear()
+
+
+def note_made(value: Any, *operands: Any) -> None:
+    """`value` is the result of an operation of the user's code on `operands`, run while tracing:
+    a string or bytes object of two or more characters that is none of the operands (nor an item
+    of one) is new, as it is on every call of the plain function: `made_while_tracing`."""
+    made = getattr(_compiling, "made", None)
+    if made is None or type(value) not in (str, bytes) or len(value) < 2:
+        return
+    for operand in operands:
+        if operand is value:
+            return
+        if type(operand) in (list, tuple) and any(item is value for item in operand):
+            return
+    made[id(value)] = value
+
+
+def made_while_tracing(value: Any) -> bool:
+    """`value` was made by an operation run while tracing (`note_made`): a constant of the
+    transformed code would be one object for every call, and CPython interns a constant string
+    that looks like a name, so it could even be a literal of the same text
+    (``a[:3] + a[3:] is a``)."""
+    made = getattr(_compiling, "made", None)
+    return made is not None and id(value) in made and made[id(value)] is value
 
 
 class VariableTracker:

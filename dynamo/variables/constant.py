@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..exc import Unsupported, UserCodeError
-from .base import VariableTracker
+from .base import VariableTracker, made_while_tracing, note_made
 
 if TYPE_CHECKING:
     from ..codegen import Codegen
@@ -46,7 +46,9 @@ def run_user_op(fn: Any, *args: Any, **kwargs: Any) -> Any:
     """
     try:
         with np.errstate(all="raise"):
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+        note_made(result, *args, *kwargs.values(), getattr(fn, "__self__", None))
+        return result
     except FloatingPointError as exc:
         error, message = None, str(exc)
     except Exception as exc:  # noqa: BLE001 - the user's own error, raised again by plain Python
@@ -131,6 +133,13 @@ class ConstantVariable(VariableTracker):
             # while tracing would carry one call's changes into the next.
             raise Unsupported(f"cannot rebuild {self.describe()} (a mutable object made while "
                               "tracing) in the compiled code")
+        if made_while_tracing(self.value):
+            # Made anew on every call, as by the plain function (``a[:3] + b[3:] is a`` is
+            # False there): the two halves are constants, their sum a new object.
+            codegen.extend(ins.load_const(self.value[:1]))
+            codegen.extend(ins.load_const(self.value[1:]))
+            codegen.extend(ins.binary_add())
+            return
         codegen.extend(ins.load_const(self.value))
 
 

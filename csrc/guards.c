@@ -56,6 +56,7 @@ enum check_op {
     OP_INT_GE = 18,     /* v >= n (an int argument kept symbolic: n is 2) */
     OP_TYPE_IS_WEAK = 19, /* type(v) is obj(), obj a weak reference (false once it died) */
     OP_IS_WEAK = 20,    /* v is obj() and obj() is alive, obj a weak reference */
+    OP_NO_ATTR = 21,    /* v has no attribute obj (a str), known without running code */
     OP_COUNT
 };
 
@@ -268,6 +269,31 @@ static int run_python(PyObject *fn, const inputs *in) {
     int ok = r == Py_True ? 1 : r == Py_False ? 0 : PyObject_IsTrue(r);
     Py_DECREF(r);
     return ok;
+}
+
+/* 1 when `v` has no attribute `name` and that is known without running any code: its type
+ * reads attributes the generic way (no __getattribute__ or __getattr__ of its own), neither the
+ * type nor a base defines `name` (or it is an empty slot), and the object's own __dict__ (read
+ * in place, not made) has no such key. 0 when it has one or only code could tell; -1 with an exception set. What the
+ * translator checked before it answered hasattr() False (callables.py _guard_absence). */
+static int lacks_attribute(PyObject *v, PyObject *name) {
+    PyTypeObject *t = Py_TYPE(v);
+    if (t->tp_getattro != PyObject_GenericGetAttr || !PyUnicode_CheckExact(name)) {
+        return 0;
+    }
+    PyObject *in_type = _PyType_Lookup(t, name); /* (borrowed) */
+    if (in_type != NULL && !Py_IS_TYPE(in_type, &PyMemberDescr_Type)) {
+        return 0; /* (a slot is read in C: empty, it raises AttributeError) */
+    }
+    /* (the generic lookup with its AttributeError suppressed: none is made, ~10x cheaper) */
+    PyObject *found = NULL;
+#if PY_VERSION_HEX >= 0x030D0000
+    int has = PyObject_GetOptionalAttr(v, name, &found);
+#else
+    int has = _PyObject_LookupAttr(v, name, &found);
+#endif
+    Py_XDECREF(found);
+    return has < 0 ? -1 : !has;
 }
 
 /* One check: 1 true, 0 false, -1 exception set. */
@@ -510,6 +536,9 @@ static int run_check(const check *c, const inputs *in) {
         }
         break;
     }
+    case OP_NO_ATTR:
+        ok = lacks_attribute(v, c->obj);
+        break;
     case OP_NOT_IN: {
         int in = PyDict_CheckExact(v) ? PyDict_Contains(v, c->obj) : PySequence_Contains(v, c->obj);
         ok = in < 0 ? -1 : !in;
@@ -1015,7 +1044,20 @@ static PyObject *set_guard_self_check(PyObject *module, PyObject *arg) {
     return previous;
 }
 
+static PyObject *lacks_attribute_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "lacks_attribute() takes an object and a name");
+        return NULL;
+    }
+    int ok = lacks_attribute(args[0], args[1]);
+    return ok < 0 ? NULL : PyBool_FromLong(ok);
+}
+
 static PyMethodDef guard_functions[] = {
+    {"lacks_attribute", (PyCFunction)(void (*)(void))lacks_attribute_py, METH_FASTCALL,
+     PyDoc_STR("lacks_attribute(obj, name) -> bool: obj has no attribute name, known without "
+               "running code (generic attribute lookup, not in its type's MRO nor in its "
+               "__dict__); the NO_ATTRIBUTE guard")},
     {"set_ndarray_layout", set_ndarray_layout, METH_VARARGS,
      PyDoc_STR("set_ndarray_layout(ndarray, a, a.T) -> bool: enable reading arrays directly "
                "in guards after checking the struct layout on a 2x3 array and its transpose")},

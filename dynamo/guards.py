@@ -106,7 +106,8 @@ class GuardBuilder:
         # Builtins under names no parameter can shadow (a frame may have a local called `type`).
         self.scope: dict[str, object] = {"___ndarray": np.ndarray, "___copysign": math.copysign,
                                          "___type": type, "___len": len, "___repr": repr,
-                                         "___id": id, "___tuple": tuple}
+                                         "___id": id, "___tuple": tuple,
+                                         "___lacks_attribute": _C.lacks_attribute}
         self._names: dict[int, str] = {}
         self._counter = itertools.count()
 
@@ -223,6 +224,11 @@ class GuardBuilder:
         # resolving to the builtin.
         return [f"{expected!r} not in {e}"]
 
+    def NO_ATTRIBUTE(self, e: str, expected: str) -> list[str]:
+        # ``hasattr(obj, name)`` was False (or getattr() took its default): still no such
+        # attribute, in the object's __dict__ or its class's MRO, known without running code.
+        return [f"___lacks_attribute({e}, {expected!r})"]
+
 
 
 # Lowering to the C program ----------------------------------------------------------------------
@@ -231,7 +237,7 @@ class GuardBuilder:
 _ARG, _GLOBALS, _GLOBAL, _CLOSURE, _ATTR, _ITEM = range(6)
 (_TYPE_IS, _IS, _EQ, _NAN, _COPYSIGN, _REPR_EQ, _FUNC_CODE, _FUNC_GLOBALS, _DTYPE, _SHAPE,
  _C_CONTIG, _LEN, _KEYS, _NOT_IN, _PYTHON, _NDIM, _DIM, _SAME_AS, _INT_GE, _TYPE_IS_WEAK,
- _IS_WEAK) = range(21)
+ _IS_WEAK, _NO_ATTR) = range(22)
 
 _Check = tuple  # (op, path, obj, obj2, n, guard_index): one C check
 
@@ -340,6 +346,9 @@ class GuardLowering:
 
     def NOT_IN_DICT(self, p, expected):
         return [(_NOT_IN, p, expected, None, 0)]
+
+    def NO_ATTRIBUTE(self, p, expected):
+        return [(_NO_ATTR, p, expected, None, 0)]
 
 
 def _layout_probe() -> bool:

@@ -75,8 +75,28 @@ def _values() -> list:
         Weird(eq=True), Weird(eq=False), Weird(eq=ValueError("x")), Weird(eq=np.array([1, 2])),
         Weird(attr=ValueError("attr")), np, math, len, abs, lambda: 0, slice(1, 2), ...,
         range(3), np.dtype("float64"), np.dtype("float32"), 2, -5, 10**30, -10**30, True,
-        _LOCAL_CLASS, _LOCAL_FN, _LOCAL_OBJ, _LOCAL_CLASS(),
+        _LOCAL_CLASS, _LOCAL_FN, _LOCAL_OBJ, _LOCAL_CLASS(), _flagged(), Flagged(), Dynamic(),
+        Slotted(),
     ]
+
+
+class Flagged:
+    flag = "class"
+
+
+class Dynamic:
+    def __getattr__(self, name):
+        return 1
+
+
+class Slotted:
+    __slots__ = ("flag",)
+
+
+def _flagged():
+    obj = _LOCAL_CLASS()
+    obj.flag = True
+    return obj
 
 
 def _made_by_a_call():
@@ -122,6 +142,9 @@ def _guards() -> list[Guard]:
         Guard(GetItemSource(X, 0), "SAME_OBJECT", ClosureSource("c", 0)),
         Guard(X, "SAME_OBJECT", GlobalSource("G")),
         Guard(X, "INT_AT_LEAST", 2),  # (an int argument kept symbolic)
+        # (hasattr() was False: an own attribute, a class attribute, __getattr__, slots)
+        Guard(X, "NO_ATTRIBUTE", "flag"), Guard(X, "NO_ATTRIBUTE", "real"),
+        Guard(X, "NO_ATTRIBUTE", "__class__"),
         # (held weakly: a class and a function made by a call, an object of a Python class)
         Guard(X, "TYPE_MATCH", _LOCAL_CLASS), Guard(X, "ID_MATCH", Guard.identity(_LOCAL_FN)),
         Guard(X, "ID_MATCH", Guard.identity(_LOCAL_OBJ)),

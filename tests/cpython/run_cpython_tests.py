@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import collections
 import faulthandler
+import fnmatch
 import importlib
 import io
 import json
@@ -123,7 +124,7 @@ class TranslatorCounts:
         self.graphs: list[str] = []
 
     def append(self, rec) -> None:
-        if not os.path.abspath(rec.code.co_filename).startswith(self.test_dir):
+        if not is_test_code(rec.code.co_filename, self.test_dir):
             self.kinds["other"] += 1
             return
         if rec.compiled is not None:
@@ -152,6 +153,17 @@ class TranslatorCounts:
         }
 
 
+#: Filenames of the code doctest compiles from the test package's docstrings (test_listcomps,
+#: test_genexps, test_setcomps and test_unpack_ex are doctests only on 3.10/3.11).
+DOCTEST_FILES = "<doctest test.*>"
+
+
+def is_test_code(filename: str, test_dir: str) -> bool:
+    """Code of CPython's test package: a file under `test_dir`, or a doctest from one."""
+    return (os.path.abspath(filename).startswith(test_dir)
+            or fnmatch.fnmatchcase(filename, DOCTEST_FILES))
+
+
 def enable_test_package_translation(test_dir: str, counts: TranslatorCounts,
                                    only_tests: bool = False) -> str:
     """Make npdynamo translate code under `test_dir` (CPython's test package, inside the standard
@@ -172,6 +184,8 @@ def enable_test_package_translation(test_dir: str, counts: TranslatorCounts,
             config.include_dirs = (test_dir,)
         else:
             config.include_dirs = (*config.include_dirs, test_dir)
+        # (doctests are compiled from strings: generated code, which `skip_files` skips)
+        config.include_files = (*config.include_files, DOCTEST_FILES)
         how = "dynamo.config.include_dirs"
     else:
         how = "monkeypatched convert_frame.skip_reason"
@@ -183,7 +197,7 @@ def enable_test_package_translation(test_dir: str, counts: TranslatorCounts,
             # This runner is the harness (like unittest itself): its outcome bookkeeping must not
             # be changed by what it measures.
             return "the CPython test runner"
-        if os.path.abspath(code.co_filename).startswith(test_dir):
+        if is_test_code(code.co_filename, test_dir):
             counts.seen_test_codes += 1
             if how.startswith("monkeypatched"):
                 return None

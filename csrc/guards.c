@@ -274,8 +274,9 @@ static int run_python(PyObject *fn, const inputs *in) {
 /* 1 when `v` has no attribute `name` and that is known without running any code: its type
  * reads attributes the generic way (no __getattribute__ or __getattr__ of its own), neither the
  * type nor a base defines `name` (or it is an empty slot), and the object's own __dict__ (read
- * in place, not made) has no such key. 0 when it has one or only code could tell; -1 with an exception set. What the
- * translator checked before it answered hasattr() False (callables.py _guard_absence). */
+ * in place, not made) has no such key. 0 when it has one or only code could tell; -1 with an
+ * exception set. What the translator checked before it answered hasattr() False
+ * (callables.py _guard_absence). */
 static int lacks_attribute(PyObject *v, PyObject *name) {
     PyTypeObject *t = Py_TYPE(v);
     if (t->tp_getattro != PyObject_GenericGetAttr || !PyUnicode_CheckExact(name)) {

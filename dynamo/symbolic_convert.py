@@ -2038,12 +2038,13 @@ def _inert(vt: VariableTracker) -> bool:
 def nothing_after_break(tx: InstructionTranslator, exit: BreakExit) -> bool:
     """True when nothing of this frame can be captured, at this break or after it, for any
     arguments: no graph and no guard before the break but on builtins' names (what the trace
-    saw did not depend on the arguments), every value the rest of the frame gets from the trace is a literal of the
-    code or a builtin, and its own bytecode reads no global but builtins and no closure. Its
-    own instructions then only ever see literals, builtins and what those make (functions it
-    calls go through the hook themselves), so the frame runs its original code for good
-    instead of transformed code and resume functions doing the same in Python: a traceback,
-    ``dis.distb()`` or ``frame.f_code`` shows the user's code, as without capture."""
+    saw did not depend on the arguments), every value the rest of the frame gets from the
+    trace is a literal of the code or a builtin, and its own bytecode reads no global but
+    builtins and no closure. Its own instructions then only ever see literals, builtins and
+    what those make (functions it calls go through the hook themselves), so the frame runs its
+    original code for good instead of transformed code and resume functions doing the same in
+    Python: a traceback, ``dis.distb()`` or ``frame.f_code`` shows the user's code, as without
+    capture."""
     code = tx.code
     # (a builtin's "not shadowed by a global" guard: the scan below checks the same, and the
     # original code reads whatever the name is on every call)

@@ -319,13 +319,13 @@ def _guard_absence(tx, obj: VariableTracker, name: str, what: str) -> None:
     """`obj` has no attribute `name` now, and the answer is about to be used: an object of a
     user's class gets attributes at run time (``obj.flag = True``), so the absence is guarded
     (NO_ATTRIBUTE: not in its ``__dict__`` nor its class's MRO, checked without running code).
-    A module other than NumPy's (whose attributes are trusted, as for reads) is not guarded:
-    the frame breaks there."""
+    An object with no source (nothing to guard it through) or a module other than NumPy's
+    (whose attributes are trusted, as for reads) is not guarded: the frame breaks there."""
     from ..guards import Guard
 
     if isinstance(obj, UserObjectVariable) and obj.source is not None:
         tx.output.add_guard(Guard(obj.source, "NO_ATTRIBUTE", name))
-    elif isinstance(obj, PythonModuleVariable) and not (
+    elif isinstance(obj, UserObjectVariable) or isinstance(obj, PythonModuleVariable) and not (
             obj.module.__name__ == "numpy" or obj.module.__name__.startswith("numpy.")):
         raise Unsupported(f"{what} of {obj.describe()}: it has no attribute {name!r} now, and no "
                           "guard would see one added later")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import builtins
 import dataclasses
-import dis
 import gc
 import inspect
 import operator
@@ -2015,10 +2014,9 @@ def _count_empty_break(tx: InstructionTranslator, exit: BreakExit) -> None:
 #: that names one may meet NumPy after a break.
 _REACHING_BUILTINS = frozenset({"__import__", "eval", "exec", "globals", "locals", "vars",
                                 "getattr", "compile", "breakpoint", "input", "open"})
-#: Instructions that read a value from outside the frame's own locals and constants.
-_OUTSIDE_READS = frozenset({"LOAD_NAME", "LOAD_DEREF", "LOAD_CLOSURE", "LOAD_CLASSDEREF",
-                            "IMPORT_NAME", "IMPORT_FROM", "LOAD_FROM_DICT_OR_GLOBALS",
-                            "LOAD_FROM_DICT_OR_DEREF", "MAKE_CELL", "COPY_FREE_VARS"})
+#: Instructions that read a value from outside the frame's own locals and constants (besides
+#: LOAD_GLOBAL; cells and free variables are refused before).
+_OUTSIDE_READS = frozenset({"LOAD_NAME", "IMPORT_NAME", "LOAD_FROM_DICT_OR_GLOBALS"})
 
 
 def _inert(vt: VariableTracker) -> bool:
@@ -2062,13 +2060,12 @@ def nothing_after_break(tx: InstructionTranslator, exit: BreakExit) -> bool:
             elif name in exit.untouched_args or name in tx.argnames:
                 return False  # (an argument: anything)
     f_globals = tx.frame.f_globals
-    for instr in dis.get_instructions(code):
-        if instr.opname in _OUTSIDE_READS:
+    for inst in tx.info.instructions:
+        if inst.name in _OUTSIDE_READS:
             return False
-        if instr.opname == "LOAD_GLOBAL":
-            name = instr.argval
-            if (name in f_globals or name in _REACHING_BUILTINS
-                    or not hasattr(builtins, name)):
+        if inst.name == "LOAD_GLOBAL":
+            name = compat.global_name(inst)
+            if name in f_globals or name in _REACHING_BUILTINS or not hasattr(builtins, name):
                 return False
     return True
 

@@ -109,6 +109,13 @@ class PythonModuleVariable(VariableTracker):
     def describe(self) -> str:
         return f"module {self.module.__name__}"
 
+    @property
+    def is_numpy(self) -> bool:
+        """NumPy or one of its submodules: its attributes are trusted not to be reassigned or
+        added (read without a guard)."""
+        name = self.module.__name__
+        return name == "numpy" or name.startswith("numpy.")
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         from ..source import AttrSource
         from .builder import VariableBuilder, wrap_constant
@@ -120,8 +127,7 @@ class PythonModuleVariable(VariableTracker):
                              f"module {self.module.__name__!r} has no attribute {name!r}")
         # The source (no guard) rebuilds the attribute after a graph break (``np.mgrid``).
         source = AttrSource(self.source, name) if self.source is not None else None
-        if self.module.__name__ == "numpy" or self.module.__name__.startswith("numpy."):
-            # NumPy's own attributes are trusted not to be reassigned (no guard).
+        if self.is_numpy:  # (no guard)
             if isinstance(value, ModuleType):
                 return PythonModuleVariable(value, source)
             if isinstance(value, (np.ufunc, type)) or callable(value):
@@ -325,8 +331,9 @@ def _guard_absence(tx, obj: VariableTracker, name: str, what: str) -> None:
 
     if isinstance(obj, UserObjectVariable) and obj.source is not None:
         tx.output.add_guard(Guard(obj.source, "NO_ATTRIBUTE", name))
-    elif isinstance(obj, UserObjectVariable) or isinstance(obj, PythonModuleVariable) and not (
-            obj.module.__name__ == "numpy" or obj.module.__name__.startswith("numpy.")):
+        return
+    if isinstance(obj, UserObjectVariable) or (isinstance(obj, PythonModuleVariable)
+                                               and not obj.is_numpy):
         raise Unsupported(f"{what} of {obj.describe()}: it has no attribute {name!r} now, and no "
                           "guard would see one added later")
 

@@ -21,26 +21,7 @@ import pytest
 
 import dynamo
 from dynamo import _C
-
-
-class GraphRuns:
-    """A backend (``gm.forward``) that counts compiles and graph runs."""
-
-    def __init__(self) -> None:
-        self.compiles = 0
-        self.runs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.compiles += 1
-
-        def run(*args):
-            self.runs += 1
-            return gm.forward(*args)
-        return run
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        return self.compiles, self.runs
+from support.hooked import GraphRuns
 
 
 @pytest.fixture(autouse=True)

@@ -24,19 +24,12 @@ import pytest
 
 import dynamo
 from dynamo import _C, convert_frame, eval_frame
+from support.hooked import no_capture_leak  # noqa: F401 (an autouse fixture)
 
 
 def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                           text=True, timeout=timeout)
-
-
-@pytest.fixture(autouse=True)
-def _capture_off_around_each_test():
-    assert _C.get_eval_frame() is None
-    yield
-    assert _C.get_eval_frame() is None, "a capture scope leaked"
-    assert _C.hook_state()["active_scopes"] == 0
 
 
 def three_ops(x, y):

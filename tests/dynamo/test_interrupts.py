@@ -21,14 +21,8 @@ import pytest
 
 import dynamo
 from dynamo import _C, convert_frame
-
-
-@pytest.fixture(autouse=True)
-def _capture_off_around_each_test():
-    assert _C.get_eval_frame() is None
-    yield
-    assert _C.get_eval_frame() is None, "a capture scope leaked"
-    assert _C.hook_state()["active_scopes"] == 0
+from support.hooked import GraphRuns
+from support.hooked import no_capture_leak  # noqa: F401 (an autouse fixture)
 
 
 @pytest.fixture
@@ -36,30 +30,6 @@ def unraisable(monkeypatch):
     reports = []
     monkeypatch.setattr(sys, "unraisablehook", reports.append)
     return reports
-
-
-class GraphRuns:
-    """A backend (``gm.forward``) that counts compiles and graph runs; ``interrupt`` makes its
-    next compile raise KeyboardInterrupt."""
-
-    def __init__(self) -> None:
-        self.compiles = self.runs = 0
-        self.interrupt = False
-
-    def __call__(self, gm, example_inputs):
-        if self.interrupt:
-            self.interrupt = False
-            raise KeyboardInterrupt
-        self.compiles += 1
-
-        def run(*args):
-            self.runs += 1
-            return gm.forward(*args)
-        return run
-
-    @property
-    def counts(self) -> tuple[int, int]:
-        return self.compiles, self.runs
 
 
 def three_ops(x):

@@ -286,30 +286,50 @@ void npd_extra_mark_failed(npd_extra *extra, void *owner) {
     }
 }
 
-void npd_cache_drop_owner(npd_extra *extra, void *owner) {
+/* Move the entries of `owner` from `extra` to the front of *dropped and forget its failed
+ * mark.  Runs no Python code. */
+static void detach_owner(npd_extra *extra, void *owner, npd_entry **dropped) {
     for (int i = 0; i < extra->nfailed; i++) {
         if (extra->failed[i] == owner) {
             extra->failed[i] = extra->failed[--extra->nfailed];
             break;
         }
     }
-    /* Detach every entry of `owner` into a private chain first, then free that chain. */
-    npd_entry *dropped = NULL;
+    int any = 0;
     npd_entry **link = &extra->head;
     while (*link != NULL) {
         npd_entry *e = *link;
         if (e->owner == owner) {
             *link = e->next;
-            e->next = dropped;
-            dropped = e;
+            e->next = *dropped;
+            *dropped = e;
+            any = 1;
         } else {
             link = &e->next;
         }
     }
-    if (dropped != NULL) {
+    if (any) {
         extra->version++;
-        chain_free(dropped);
     }
+}
+
+void npd_cache_drop_owner(npd_extra *extra, void *owner) {
+    /* Detach every entry of `owner` into a private chain first, then free that chain. */
+    npd_entry *dropped = NULL;
+    detach_owner(extra, owner, &dropped);
+    chain_free(dropped);
+}
+
+void npd_cache_drop_owner_everywhere(void *owner) {
+    /* Every record's entries are detached before any is freed: freeing runs Python code,
+     * which may change the table. */
+    npd_entry *dropped = NULL;
+    for (size_t i = 0; i < tab_size; i++) {
+        if (tab[i].key != NULL) {
+            detach_owner(tab[i].extra, owner, &dropped);
+        }
+    }
+    chain_free(dropped);
 }
 
 void npd_extra_reset(npd_extra *extra) {

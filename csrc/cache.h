@@ -98,6 +98,9 @@ void npd_cache_move_to_front(npd_extra *extra, npd_entry *entry);
 /* Drop the entries compiled by `owner` (by address), and its failed-compile mark. */
 void npd_cache_drop_owner(npd_extra *extra, void *owner);
 
+/* The same for every code object's state (the owner died). */
+void npd_cache_drop_owner_everywhere(void *owner);
+
 /* Remember that `owner`'s compile of this code failed (no-op when NPD_FAILED_OWNERS are). */
 void npd_extra_mark_failed(npd_extra *extra, void *owner);
 

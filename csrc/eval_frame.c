@@ -1563,6 +1563,44 @@ static PyObject *drop_entries_of(PyObject *module, PyObject *const *args, Py_ssi
     Py_RETURN_NONE;
 }
 
+/* A weakref callback (`functools.partial(drop_owner, id(callback))`, fx/weak.py's on_death):
+ * C all the way, so no bytecode -- and so no signal handler -- runs while a callback dies. */
+static PyObject *drop_owner(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 1 && nargs != 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "drop_owner(callback_id[, ref]) takes 1 or 2 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    void *owner = PyLong_AsVoidPtr(args[0]);
+    if (owner == NULL && PyErr_Occurred()) {
+        return NULL;
+    }
+    npd_cache_drop_owner_everywhere(owner);
+    Py_RETURN_NONE;
+}
+
+/* call_ignoring_ref(fn, *args, ref): fn(*args).  A weakref callback made with
+ * functools.partial(call_ignoring_ref, fn, *args) (fx/weak.py's on_death) runs no bytecode when
+ * fn is C; an Exception fn raises is discarded (a BaseException, e.g. a KeyboardInterrupt
+ * from inside fn, is not). */
+static PyObject *call_ignoring_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs < 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "call_ignoring_ref(fn, *args, ref) takes at least 2 arguments (%zd given)",
+                     nargs);
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(args[0], args + 1, (size_t)(nargs - 2), NULL);
+    if (result == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+            return NULL;
+        }
+        PyErr_Clear();
+    }
+    Py_XDECREF(result);
+    Py_RETURN_NONE;
+}
+
 static PyObject *set_code_failed(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 2) {
         PyErr_Format(PyExc_TypeError,
@@ -1634,6 +1672,13 @@ static PyMethodDef module_methods[] = {
                "recently hit first; with a callback, only the entries it compiled")},
     {"drop_entries_of", (PyCFunction)(void (*)(void))drop_entries_of, METH_FASTCALL,
      PyDoc_STR("drop_entries_of(code, id(callback)): drop the entries that callback compiled")},
+    {"call_ignoring_ref", (PyCFunction)(void (*)(void))call_ignoring_ref, METH_FASTCALL,
+     PyDoc_STR("call_ignoring_ref(fn, *args, ref): fn(*args), discarding an Exception it raises "
+               "(a weakref callback: functools.partial(call_ignoring_ref, fn, *args))")},
+    {"drop_owner", (PyCFunction)(void (*)(void))drop_owner, METH_FASTCALL,
+     PyDoc_STR("drop_owner(id(callback)[, ref]): drop the entries that callback compiled, of "
+               "every code object, and its failed-compile marks (the callback died; the "
+               "second argument, a weakref callback's dead reference, is ignored)")},
     {"reset_code", reset_code, METH_O,
      PyDoc_STR("reset_code(code): drop the code object's cache entries, state and counters")},
     {"tail_call", (PyCFunction)(void (*)(void))tail_call, METH_FASTCALL,

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dis
 import types
-import weakref
 from dataclasses import dataclass, field
 
 from bytecode import Instr, Label, TryBegin, TryEnd
+
+from fx.weak import IdentitySet
 
 from . import compat
 
@@ -355,53 +356,20 @@ class CodeInfo:
         return live_in
 
 
-class CodeMap:
-    """A map from code objects, by identity, that forgets a code object when it dies. (Also
-    cheap to ask: a WeakSet makes a weak reference for every ``in``, and hashing a code object
-    hashes its constants.)
+class CodeMap(IdentitySet):
+    """A map from code objects, by identity, that forgets a code object when it dies, without
+    running Python code (`fx.weak`; ``add`` marks a code). (Also cheap to ask: a WeakSet makes
+    a weak reference for every ``in``, and hashing a code object hashes its constants.)
 
     Not a WeakKeyDictionary: code objects compare equal by value (not by file), so there an
     equal code object of another function shares the entry, and when the first one dies the
     entry goes for both (a loop body then no longer counted as one, a resume function's origin
     lost)."""
 
-    def __init__(self) -> None:
-        self._data: dict[int, tuple[weakref.ref, object]] = {}
-
-    def _forget(self, key: int, ref: weakref.ref) -> None:
-        found = self._data.get(key)
-        if found is not None and found[0] is ref:
-            del self._data[key]
-
-    def get(self, code: types.CodeType, default=None):
-        found = self._data.get(id(code))
-        return found[1] if found is not None and found[0]() is code else default
-
-    def __contains__(self, code: types.CodeType) -> bool:
-        found = self._data.get(id(code))
-        return found is not None and found[0]() is code
-
-    def __setitem__(self, code: types.CodeType, value) -> None:
-        key = id(code)
-        me = weakref.ref(self)  # (the callback must not hold the map: a cycle through it)
-
-        def forget(r: weakref.ref, key: int = key) -> None:
-            owner = me()
-            if owner is not None:
-                owner._forget(key, r)
-
-        self._data[key] = (weakref.ref(code, forget), value)
-
-    def setdefault(self, code: types.CodeType, value):
-        if code not in self:
-            self[code] = value
-        return self.get(code)
+    __slots__ = ()
 
     def add(self, code: types.CodeType) -> None:
         self[code] = True
-
-    def clear(self) -> None:
-        self._data.clear()
 
 
 #: (by identity: on 3.10 two code objects that differ only in their line table compare equal,

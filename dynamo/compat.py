@@ -26,6 +26,8 @@ from typing import Any
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, TryBegin
 
+from fx.weak import IdentityMap
+
 __all__ = [
     "PY", "PY310", "PY312", "PY313", "NULL_AFTER_CALLABLE", "HAS_PREFIX", "HAS_EXCEPTION_TABLE",
     "decode", "offsets_to_indices", "attr_name", "attr_is_method",
@@ -252,8 +254,8 @@ def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict,
     return handlers, depths, in_handler, pops, nesting
 
 
-#: (3.10) id(code) -> (weak reference to it, the qualified name its MAKE_FUNCTION gave)
-_qualnames: dict[int, tuple[Any, str]] = {}
+#: (3.10) code -> the qualified name its MAKE_FUNCTION gave (weak keys, by identity: fx.weak)
+_qualnames: "IdentityMap[types.CodeType, str]" = IdentityMap()
 
 
 def remember_qualname(code: types.CodeType, name: str) -> None:
@@ -261,11 +263,7 @@ def remember_qualname(code: types.CodeType, name: str) -> None:
     have none of their own): `qualname` answers it, and functions rebuilt in generated code get
     it back (``f.<locals>.<lambda>``, not ``<lambda>``)."""
     if PY310 and isinstance(name, str):
-        import weakref
-
-        key = id(code)
-        ref = weakref.ref(code, lambda r, key=key: _qualnames.pop(key, None))
-        _qualnames[key] = (ref, name)
+        _qualnames[code] = name
 
 
 def qualname(code: types.CodeType) -> str:
@@ -274,8 +272,7 @@ def qualname(code: types.CodeType) -> str:
     found = getattr(code, "co_qualname", None)
     if found is not None:
         return found
-    hit = _qualnames.get(id(code))
-    return hit[1] if hit is not None and hit[0]() is code else code.co_name
+    return _qualnames.get(code, code.co_name)
 
 
 def is_benign_handler(instrs: list[Any], start: int) -> bool:

@@ -21,13 +21,13 @@ import threading
 import traceback
 import types
 import warnings
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import fx as _fx
 from fx.graph_module import module_for as fx_module_for
 from fx.locations import origin as graph_origin
+from fx.weak import IdentitySet
 
 from . import _C, config, dump, html_report
 from .bytecode_analysis import CodeMap
@@ -46,7 +46,7 @@ compile_lock = threading.RLock()
 NOTHING_TO_COMPILE = "nothing to compile (no NumPy operations)"
 
 
-class _TouchedCodes(weakref.WeakSet):
+class _TouchedCodes(IdentitySet):
     """Every code object the compiler has seen, so `reset()` can clear their caches. Clearing it
     (what `reset()` does) also forgets each callback's remembered compile failures."""
 
@@ -60,14 +60,15 @@ class _TouchedCodes(weakref.WeakSet):
         super().clear()
 
 
-touched_codes: "weakref.WeakSet[types.CodeType]" = _TouchedCodes()
-_all_callbacks: "weakref.WeakSet[ConvertFrame]" = weakref.WeakSet()
+# (Weak sets by identity whose entries die without running Python code: fx.weak.)
+touched_codes: "IdentitySet[types.CodeType]" = _TouchedCodes()
+_all_callbacks: "IdentitySet[ConvertFrame]" = IdentitySet()
 #: Code of functions wrapped with ``fullgraph=True``: a failed capture by another callback must
 #: not mark them SKIP (the hook would then never ask the fullgraph callback, which must raise).
-_fullgraph_codes: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_fullgraph_codes: "IdentitySet[types.CodeType]" = IdentitySet()
 #: Code marked SKIP because it could not be captured (not by the skip rules or for having no
 #: NumPy operations): wrapping it with ``fullgraph=True`` later takes the mark back.
-_skipped_uncapturable: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+_skipped_uncapturable: "IdentitySet[types.CodeType]" = IdentitySet()
 
 log_graph = get_logger("graph_code")
 log_guards = get_logger("guards")
@@ -327,7 +328,7 @@ class ConvertFrame:
                     _unskip_uncapturable(code)
 
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
-        # (graphs and code die while compiling: a Ctrl-C in their weakref callbacks is raised)
+        # (program objects die while compiling: a Ctrl-C in their weakref callbacks is raised)
         return call_keeping_interrupts(self._call, frame)
 
     def _call(self, frame: Any) -> tuple[Callable, types.CodeType] | None:

@@ -19,20 +19,20 @@ from __future__ import annotations
 
 import operator
 import threading
-import weakref
 from typing import Any, Iterable
 
 import numpy as np
 
 from fx.symbolic import MIN_DYNAMIC_SIZE
+from fx.weak import IdentityMap
 
 __all__ = ["mark_dynamic", "mark_static", "dynamic_dims", "scalar_is_dynamic", "forget"]
 
 _lock = threading.Lock()
-#: id(array) -> (weak reference, {dim: True (dynamic) or False (static)})
-_marks: dict[int, tuple[weakref.ref, dict[int, bool]]] = {}
-#: code -> {source name: sizes seen, None where they changed}
-_seen: "weakref.WeakKeyDictionary[Any, dict[str, tuple]]" = weakref.WeakKeyDictionary()
+#: array -> {dim: True (dynamic) or False (static)} (weak keys, by identity: fx.weak)
+_marks: "IdentityMap[np.ndarray, dict[int, bool]]" = IdentityMap()
+#: code -> {source name: sizes seen, None where they changed} (weak keys, by identity)
+_seen: "IdentityMap[Any, dict[str, tuple]]" = IdentityMap()
 
 
 def _dims(arr: Any, dim: int | Iterable[int], what: str) -> list[int]:
@@ -56,14 +56,10 @@ def _dims(arr: Any, dim: int | Iterable[int], what: str) -> list[int]:
 
 def _mark(arr: np.ndarray, dim: Any, dynamic: bool, what: str) -> None:
     dims = _dims(arr, dim, what)
-    key = id(arr)
     with _lock:
-        entry = _marks.get(key)
-        if entry is None or entry[0]() is not arr:
-            ref = weakref.ref(arr, lambda _, key=key: _marks.pop(key, None))
-            entry = _marks[key] = (ref, {})
+        entry = _marks.setdefault(arr, {})
         for d in dims:
-            entry[1][d] = dynamic
+            entry[d] = dynamic
 
 
 def mark_dynamic(arr: np.ndarray, dim: int | Iterable[int]) -> None:
@@ -78,10 +74,7 @@ def mark_static(arr: np.ndarray, dim: int | Iterable[int]) -> None:
 
 
 def _marks_of(arr: Any) -> dict[int, bool]:
-    entry = _marks.get(id(arr))
-    if entry is None or entry[0]() is not arr:
-        return {}
-    return entry[1]
+    return _marks.get(arr, {})
 
 
 def dynamic_dims(code: Any, source: str, arr: np.ndarray, mode: bool | None) -> list[bool]:

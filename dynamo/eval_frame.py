@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from fx.graph_module import module_for as fx_module_for
 from fx.locations import origin as graph_origin
+from fx.weak import on_death
 
 from . import _C
 from .backends import Backend, backend_spec, lookup_backend
@@ -145,13 +146,6 @@ class _WeakBackend:
 _callbacks: dict[tuple[int, bool, bool | None], ConvertFrame] = {}
 
 
-def _drop_entries(callback_id: int) -> None:
-    """A callback died: drop the cache entries it compiled before its address can be reused
-    (entries name their callback by address)."""
-    for code in list(touched_codes):
-        _C.drop_entries_of(code, callback_id)
-
-
 def _callback_for(backend: Backend, fullgraph: bool, named: bool,
                   dynamic: bool | None = None) -> ConvertFrame:
     key = (id(backend), fullgraph, dynamic)
@@ -162,12 +156,15 @@ def _callback_for(backend: Backend, fullgraph: bool, named: bool,
             if not named:
                 try:
                     target = _WeakBackend(backend)
-                    # Runs while the backend is being freed, before its address can be reused.
-                    weakref.finalize(backend, _callbacks.pop, key, None)
+                    # Runs while the backend is being freed, before its address can be reused
+                    # (C callables only, fx.weak: the backend dies in the user's program).
+                    on_death(backend, functools.partial(_callbacks.pop, key))
                 except TypeError:  # not weakly referenceable: keep it for the process
                     target = backend
             callback = _callbacks[key] = _Callback(target, fullgraph=fullgraph, dynamic=dynamic)
-            weakref.finalize(callback, _drop_entries, id(callback))
+            # Its cache entries go when it dies, before its address can be reused (entries
+            # name their callback by address).
+            on_death(callback, functools.partial(_C.drop_owner, id(callback)))
         return callback
 
 
@@ -275,7 +272,8 @@ def run(fn: Callable | None = None) -> Any:
 
 def reset() -> None:
     """Forget every compiled version and every skip decision."""
-    # (the graphs die here: a Ctrl-C in their weakref callbacks is raised, not printed)
+    # (compiled versions die here, and with them program objects whose weakref callbacks are
+    # Python code: a Ctrl-C in one is raised, not printed; dynamo.interrupts)
     call_keeping_interrupts(_reset)
 
 

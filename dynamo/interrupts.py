@@ -1,13 +1,17 @@
-"""A KeyboardInterrupt that lands in one of npdynamo's weakref callbacks still reaches the user.
+"""A KeyboardInterrupt that lands in a weakref callback during a compile still reaches the user.
 
 CPython runs a weakref callback or finalizer when its object dies, and reports an exception
 raised inside it through ``sys.unraisablehook`` ("Exception ignored in: ...") instead of
 raising it. A signal handler (Ctrl-C: ``KeyboardInterrupt``) runs in the main thread at its
-next call or backward jump, which may be in such a callback. Compiling and `dynamo.reset()`
-free graphs (an `fx.Node` keeps its users in a ``WeakKeyDictionary``), generated code and
-linecache entries, so a Ctrl-C there was printed and lost where plain Python raises it (found
-by the SIGINT storm in tests/dynamo/test_interrupts.py, which lost one of every few dozen
-interrupts it aimed at ``reset()``).
+next call or backward jump, which may be in such a callback.
+
+npdynamo's own objects die without running Python code (`fx.weak`: every weak reference of fx
+and dynamo that has a callback has a C one), wherever they die, so a Ctrl-C is never caught in
+one of them. But compiling and `dynamo.reset()` also free the program's objects (a value the
+translator or a guard held, a user backend's closure) whose weakref callbacks and finalizers
+are the program's own Python code, and an interrupt landing there was printed and lost where
+plain Python, which would not have freed them at that moment, raises it (found by the SIGINT
+storm in tests/dynamo/test_interrupts.py).
 
 `call_keeping_interrupts(fn, *args)` runs ``fn`` with ``sys.unraisablehook`` replaced by a
 list's ``append`` (a C call: no bytecode, so no signal handler runs inside the hook itself).
@@ -16,8 +20,7 @@ given it, except the first exception that is not an `Exception` (``KeyboardInter
 ``SystemExit`` from a handler): that one is raised, also instead of an `Exception` that ``fn``
 raised (whose traceback it then shows as its context). Only the main thread, where signal
 handlers run, does this. Callers: `ConvertFrame.__call__` (the compile callback) and
-`dynamo.reset`. Not covered: what dies outside them (a user's backend or function dying
-with its compiled versions, in the user's own code).
+`dynamo.reset`.
 """
 
 from __future__ import annotations

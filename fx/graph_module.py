@@ -15,14 +15,15 @@ trailing comment::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 from .graph import Graph
 from .locations import relocate
+from .weak import WeakValueMap, on_death
 
 __all__ = ["GraphModule", "GraphModuleError", "module_for", "register_generated"]
 
@@ -37,11 +38,12 @@ def _register_source(filename: str, src: str, fn: Callable[..., Any]) -> None:
     # mtime None tells linecache.checkcache the entry has no file on disk: it is kept until
     # the function that owns it dies.
     linecache.cache[filename] = (len(src), None, src.splitlines(keepends=True), filename)
-    weakref.finalize(fn, linecache.cache.pop, filename, None)
+    # (a C callback: ``linecache.cache.pop(filename, ref)``, see fx.weak)
+    on_death(fn, functools.partial(linecache.cache.pop, filename))
 
 
 #: generated file name -> its GraphModule while it lives (for tracebacks through ``forward``)
-_modules: "weakref.WeakValueDictionary[str, GraphModule]" = weakref.WeakValueDictionary()
+_modules: "WeakValueMap[str, GraphModule]" = WeakValueMap()
 
 
 def module_for(filename: str) -> "GraphModule | None":

@@ -30,12 +30,13 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from .weak import IdentityMap
+
 __all__ = ["relocate", "origin", "graph_line"]
 
 #: relocated code -> (the generated code it was made from, a weak reference to its owner: the
 #: owner holds the function, which holds the key)
-_origins: "weakref.WeakKeyDictionary[types.CodeType, tuple[types.CodeType, Any]]" = \
-    weakref.WeakKeyDictionary()
+_origins: "IdentityMap[types.CodeType, tuple[types.CodeType, Any]]" = IdentityMap()
 
 
 #: module name -> the registry of warnings shown by graph code placed in that module
@@ -45,10 +46,7 @@ _registries: dict[str, dict] = {}
 def origin(code: types.CodeType) -> "tuple[types.CodeType, Any] | None":
     """(generated code, owner or None once it died) when `code` is relocated graph code, else
     None."""
-    try:
-        found = _origins.get(code)
-    except TypeError:  # (not weakly referenceable: not ours)
-        return None
+    found = _origins.get(code)
     return None if found is None else (found[0], found[1]())
 
 

@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .weak import IdentityMap
+
 if TYPE_CHECKING:
     from .graph import Graph
 
@@ -266,8 +268,9 @@ class Node:
         self._args: tuple[Any, ...] = ()
         self._kwargs: dict[str, Any] = {}
         self._input_nodes: dict[Node, None] = {}
-        #: Nodes reading this one (ordered; weak: users own their inputs, not the reverse).
-        self.users: weakref.WeakKeyDictionary[Node, None] = weakref.WeakKeyDictionary()
+        #: Nodes reading this one (ordered; weak: users own their inputs, not the reverse; a
+        #: dying user is forgotten without running Python code, fx.weak).
+        self.users: IdentityMap[Node, None] = IdentityMap()
         self.meta: dict[str, Any] = {}
         self._prev_ref: Callable[[], Node | None] = weakref.ref(self)
         self._next_ref: Callable[[], Node | None] = weakref.ref(self)

@@ -915,6 +915,54 @@ def test_drop_entries_of_one_callback():
     C.reset_code(f.__code__)
 
 
+def test_drop_owner_drops_one_callbacks_entries_of_every_code():
+    def f(a):
+        return a
+
+    def h(a):
+        return a
+
+    def g(a):
+        return -a
+
+    class Owner:
+        def __call__(self, view):
+            return (lambda *s: True, flat(g)) if view.f_code in codes else None
+
+    codes = (f.__code__, h.__code__)
+    first, second = Owner(), Owner()
+    for owner in (first, second):
+        run_with(owner, f, 1)
+        run_with(owner, h, 1)
+    assert len(C.get_cache_entries(f.__code__)) == len(C.get_cache_entries(h.__code__)) == 2
+    try:
+        # (as a weakref callback calls it: the dead reference as a second argument)
+        assert C.drop_owner(id(first), None) is None
+        for code in codes:
+            assert C.get_cache_entries(code, first) == []
+            assert len(C.get_cache_entries(code, second)) == 1
+        with pytest.raises(TypeError):
+            C.drop_owner()
+    finally:
+        C.reset_code(f.__code__)
+        C.reset_code(h.__code__)
+
+
+def test_call_ignoring_ref_calls_without_the_last_argument():
+    got = []
+    assert C.call_ignoring_ref(got.append, 1, "the reference") is None
+    assert C.call_ignoring_ref(got.extend, [2, 3], None) is None
+    assert got == [1, 2, 3]
+    assert C.call_ignoring_ref(int, "not a number", None) is None  # (an Exception: discarded)
+
+    def interrupted():
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):  # (not an Exception: raised)
+        C.call_ignoring_ref(interrupted, None)
+    with pytest.raises(TypeError):
+        C.call_ignoring_ref(got.append)
+
+
 def test_compile_lock_is_held_until_the_entry_is_cached():
     def f(a):
         return a

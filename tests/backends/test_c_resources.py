@@ -200,6 +200,7 @@ def mapped_kernels(root: Path) -> set[str]:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
 def test_dropped_functions_unload_their_kernel_libraries(private_cache):
     from support.c_graphs import build as build_graph
+    from support.profiling import python_frames_during
 
     gc.collect()
     assert mapped_kernels(private_cache) == set()
@@ -215,8 +216,13 @@ def test_dropped_functions_unload_their_kernel_libraries(private_cache):
     assert len(mapped_kernels(private_cache)) == 5
     for i, f in enumerate(survivors):
         np.testing.assert_array_equal(f(x), x * 2.0 + float(i))
-    del survivors, f
-    gc.collect()
+    del f
+
+    def drop():
+        survivors.clear()
+        gc.collect()
+    # (and no Python code runs while they die, e.g. where a Ctrl-C could be lost: fx/weak.py)
+    assert python_frames_during(drop) == []
     assert mapped_kernels(private_cache) == set()
 
 

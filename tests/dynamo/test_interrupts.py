@@ -12,8 +12,11 @@ Oracle: plain Python, where every interrupt reaches the program.
 from __future__ import annotations
 
 import ast
+import gc
+import io
 import subprocess
 import sys
+import types
 import weakref
 
 import numpy as np
@@ -23,6 +26,7 @@ import dynamo
 from dynamo import _C, convert_frame
 from support.hooked import GraphRuns
 from support.hooked import no_capture_leak  # noqa: F401 (an autouse fixture)
+from support.profiling import python_frames_during
 
 
 @pytest.fixture
@@ -185,11 +189,75 @@ def test_other_unraisable_reports_during_a_compile_still_reach_the_hook(unraisab
     assert len(_C.get_cache_entries(three_ops.__code__)) == 1
 
 
+# ---- deaths in the program's own code -------------------------------------------------------
+# npdynamo's objects (cache entries, graphs and their nodes, generated code, callbacks) also die
+# outside the compile and reset(): when the program drops a compiled function, its backend, or
+# a cycle holding them. No Python code may run there (fx/weak.py): a Ctrl-C would land in it and
+# be reported as unraisable instead of raised (the storm below lost one that way, in a graph's
+# WeakKeyDictionary callback). ``sys.setprofile`` sees every Python frame that starts.
+
+def breaks_once(x):
+    y = np.sin(x) * 2
+    print(end="", file=_SINK)
+    return y + 1
+
+
+_SINK = io.StringIO()
+
+
+def test_a_dropped_backend_and_what_it_compiled_die_without_running_python():
+    class Backend:
+        def __call__(self, gm, example_inputs):
+            return gm.forward
+
+    backend = Backend()
+    compiled = dynamo.compile(breaks_once, backend=backend)
+    x = np.linspace(0, 1, 5)
+    for _ in range(2):
+        assert np.array_equal(compiled(x), breaks_once(x))
+    resume = [c for c in _C.get_cache_entries(breaks_once.__code__)]
+    assert resume
+    alive = weakref.ref(backend)
+    held = [compiled, backend]
+    del compiled, backend
+    assert python_frames_during(held.clear) == []
+    # the callback died with its backend and took its entries along (C: _C.drop_owner)
+    assert alive() is None and _C.get_cache_entries(breaks_once.__code__) == []
+
+
+def test_a_dropped_compiled_function_in_a_cycle_dies_without_running_python():
+    # (a code object of its own, in this file: code compiled from a string is not captured)
+    namespace = {"np": np, "_SINK": io.StringIO()}
+    namespace["f"] = types.FunctionType(breaks_once.__code__.replace(), namespace)  # (a cycle)
+    x = np.linspace(0, 1, 5)
+    with dynamo.optimize("eager"):
+        for _ in range(2):
+            namespace["f"](x)
+    code = weakref.ref(namespace["f"].__code__)
+    assert _C.get_cache_entries(code())
+    held = [namespace]
+    del namespace
+
+    def drop():
+        held.clear()
+        gc.collect()
+    assert python_frames_during(drop) == []
+    assert code() is None
+
+
+def test_a_marked_array_dies_without_running_python():
+    arr = np.ones(4)
+    dynamo.mark_dynamic(arr, 0)
+    held = [arr]
+    del arr
+    assert python_frames_during(held.clear) == []
+
+
 # ---- real SIGINTs --------------------------------------------------------------------------
 
 #: Compiles and resets in a loop while a thread interrupts it with SIGINT (the default
 #: handler: KeyboardInterrupt) and waits for each interrupt to arrive before sending the next;
-#: it aims at phases (reset, compile, cached run) or anywhere, a random delay after the main
+#: it aims at phases (reset, compile, cached run, dropping a backend) or anywhere, a random delay after the main
 #: thread entered them. Prints a summary dict.
 STORM = r'''
 import io, random, signal, sys, threading, time
@@ -221,7 +289,7 @@ FUNCS = [make(i, 30, graph_break=i % 2 == 1) for i in range(6)]
 x, y = np.linspace(0, 1, 16), np.full(16, 0.5)
 EXPECTED = [f(x, y) for f in FUNCS]
 #: how long the storm waits, once the main thread is in a phase, before it interrupts
-PHASES = {"reset": 1e-3, "compile": 30e-3, "run": 1e-3, "anywhere": 10e-3}
+PHASES = {"reset": 1e-3, "compile": 30e-3, "run": 1e-3, "drop": 0.3e-3, "anywhere": 10e-3}
 phase = "anywhere"
 sent = received = 0
 problems, landed = [], dict.fromkeys(PHASES, 0)
@@ -240,21 +308,31 @@ def interrupted(where):
     received += 1
 
 
+class Backend:
+    def __call__(self, gm, example_inputs):
+        return gm.forward
+
+
 def workload(rnd):
     global phase
     phase = "reset"
     dynamo.reset()
     for i in (rnd % len(FUNCS), (rnd + 1) % len(FUNCS)):
         phase = "compile"
+        # (every third round a backend of the program's own, dropped below: its compile
+        # callback, cache entries and graphs then die in the program's code)
+        backend = Backend() if rnd % 3 == 2 else "eager"
         for call in range(4):
             if rnd % 2:
-                r = dynamo.compile(FUNCS[i], backend="eager")(x, y)
+                r = dynamo.compile(FUNCS[i], backend=backend)(x, y)
             else:
-                with dynamo.optimize("eager"):
+                with dynamo.optimize(backend):
                     r = FUNCS[i](x, y)
             phase = "run"
             if not np.array_equal(r, EXPECTED[i]):
                 problems.append(f"wrong result of f{i}, call {call}")
+        phase = "drop"
+        backend = r = None
 
 
 def storm():
@@ -265,7 +343,9 @@ def storm():
     while time.monotonic() < deadline and not problems:
         target = rng.choice(list(PHASES))
         t0 = time.monotonic()
-        while target != "anywhere" and phase != target and time.monotonic() - t0 < 0.5:
+        # ("drop" lasts microseconds and comes once a round: wait less for it)
+        patience = 0.05 if target == "drop" else 0.5
+        while target != "anywhere" and phase != target and time.monotonic() - t0 < patience:
             time.sleep(1e-5)
         time.sleep(rng.uniform(0, PHASES[target]))
         where = phase

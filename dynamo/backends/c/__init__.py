@@ -47,7 +47,6 @@ import logging
 import threading
 import time
 import warnings
-import weakref
 from math import prod
 from typing import Any, Callable, Sequence
 
@@ -55,6 +54,7 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
+from fx.weak import IdentityMap
 
 # The build layer (and the stdlib modules it needs: subprocess, pathlib, json, ...) is imported
 # with the backend, not inside the first compile: a disk-cache hit in a new process then costs
@@ -107,7 +107,7 @@ def _numpy_quiet(numpy_path: Callable[..., Any], args: tuple) -> None:
 
 #: Calibration verdicts read from (and written next to) each library's disk-cache entry, per
 #: loaded `Library`: {verdict key: verdict dict}.
-_verdicts: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
+_verdicts: "IdentityMap[Any, dict]" = IdentityMap()  # (weak keys, by identity: fx.weak)
 _verdicts_lock = threading.Lock()
 
 

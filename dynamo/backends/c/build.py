@@ -37,12 +37,15 @@ import shutil
 import subprocess
 import sys
 import threading
+import functools
 import time
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fx.weak import WeakValueMap, on_death
+
+from ... import _C
 from . import cache as _cache
 from . import toolchain as _toolchain
 from .toolchain import CompilerNotFound
@@ -133,10 +136,12 @@ void npdynamo_restore_fenv(void) { fesetenv(&npdynamo_saved_fenv); }
 FPENV_CDEF = "\nvoid npdynamo_restore_fenv(void);\n"
 
 #: Libraries loaded in this process, by cache key, while something uses them: a `Library` is
-#: unloaded (``dlclose``) when its last user drops it (`_unload`), so compiled functions that
-#: are garbage collected do not leave their kernels mapped.
-_loaded: "weakref.WeakValueDictionary[str, Library]" = weakref.WeakValueDictionary()
+#: unloaded (``dlclose``) when its last user drops it (`_unload_when_dead`), so compiled
+#: functions that are garbage collected do not leave their kernels mapped.
+_loaded: "WeakValueMap[str, Library]" = WeakValueMap()
 _loaded_lock = threading.Lock()
+#: One lock per cache key loaded in this process (kept: a small object per kernel built or
+#: loaded, and dropping one while another thread waits for it would let two threads load a key).
 _key_locks: dict[str, threading.Lock] = {}
 
 
@@ -255,9 +260,7 @@ def _register(loaded: tuple[Any, Any], entry: Path, key: str, from_cache: bool, 
         flags=flags,
         source_path=entry / _cache.SOURCE_NAME,
     )
-    # Not at exit: a daemon thread may still be inside a kernel while the interpreter shuts
-    # down, and the process unmaps everything anyway.
-    weakref.finalize(library, _unload, ffi, lib, key).atexit = False
+    _unload_when_dead(library, ffi, lib)
     with _loaded_lock:
         _loaded[key] = library
     return library
@@ -292,15 +295,13 @@ def _load_by_alias(kcache: _cache.KernelCache, alias: str, start: float) -> Libr
                          str(record.get("compiler", "")), tuple(record.get("flags", ())))
 
 
-def _unload(ffi: Any, lib: Any, key: str) -> None:
-    """Finalizer of a `Library`: nothing references it any more, so no kernel of it can run."""
-    with _loaded_lock:
-        if key not in _loaded:
-            _key_locks.pop(key, None)
-    try:
-        ffi.dlclose(lib)
-    except Exception:  # noqa: BLE001 - a finalizer must not raise; the library stays mapped
-        pass
+def _unload_when_dead(library: Library, ffi: Any, lib: Any) -> None:
+    """``ffi.dlclose(lib)`` once nothing references `library` any more (no kernel of it can
+    run then). The library dies in the user's program, so the callback runs no Python code
+    (`fx.weak`): `_C.call_ignoring_ref` calls ``dlclose`` and discards an `Exception` it raises
+    (the library then stays mapped). Not at exit: a daemon thread may still be inside a kernel
+    while the interpreter shuts down, and the process unmaps everything anyway."""
+    on_death(library, functools.partial(_C.call_ignoring_ref, ffi.dlclose, lib))
 
 
 def _pin_runtime_libraries() -> None:

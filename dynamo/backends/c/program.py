@@ -34,17 +34,18 @@ A dynamic kernel (symbolic sizes) is called as ``dyn_k0(shapes['dyn_k0'], x, y)`
 
 from __future__ import annotations
 
+import functools
 import itertools
 import linecache
 import re
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
 from fx.codegen_names import _is_setitem, _stack_comment, _Writer, paced_frees
 from fx.graph_module import register_generated
 from fx.locations import relocate
+from fx.weak import on_death
 
 from .loop_ir import PointwiseKernel, ReductionKernel
 
@@ -301,7 +302,8 @@ class Program:
         # and the user's statement that raised (`line_nodes`, `dynamo.tracebacks`).
         linecache.cache[self.filename] = (len(self.code), None,
                                           self.code.splitlines(keepends=True), self.filename)
-        weakref.finalize(self.fn, linecache.cache.pop, self.filename, None)
+        # (a C callback: ``linecache.cache.pop(filename, ref)``, see fx.weak)
+        on_death(self.fn, functools.partial(linecache.cache.pop, self.filename))
         # (registered through the function, which lives as long as the compiled graph does)
         self.fn.line_nodes = self.line_nodes  # type: ignore[attr-defined]
         register_generated(self.filename, self.fn)

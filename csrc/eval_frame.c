@@ -875,10 +875,17 @@ static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *
                              &func);
     }
     if (found == 0) {
-        /* (A code this callback failed to compile runs unmodified: known in C, no call.) */
+        /* (A code this callback failed to compile runs unmodified: known in C, no call.
+         * Nor is a gc.callbacks function compiled while the collector calls it: gc_quiet
+         * cannot hide a compile inside a collection, which would leave ~100 young objects
+         * where plain Python allocates nothing (hypothesis installs such a callback).  It runs
+         * unmodified then; nothing is marked, a call outside a collection compiles.  By code,
+         * not by "a collection runs": another thread may run while the collector's callback
+         * does, and its compiles go on.) */
         int compile = callback != Py_False &&
                       (extra == NULL ||
-                       (extra->state != NPD_RUN_ONLY && !npd_extra_failed_for(extra, callback)));
+                       (extra->state != NPD_RUN_ONLY && !npd_extra_failed_for(extra, callback)))
+                      && !npd_gc_callback_running(code);
         /* The compile is invisible to the cycle collector's observers (gc_quiet.c): no
          * automatic collection inside it, and what it leaves alive (our record of the code
          * included) is in no generation and not in gc.get_count(). */

@@ -544,3 +544,21 @@ Py_ssize_t npd_gc_quiet_hidden(void) {
     }
     return n;
 }
+
+int npd_gc_callback_running(PyCodeObject *code) {
+    struct _gc_runtime_state *gc = gc_state(PyThreadState_Get());
+    if (!is_collecting(gc) || gc->callbacks == NULL || !PyList_Check(gc->callbacks)) {
+        return 0;
+    }
+    /* (reads only: no Python code runs, so the list cannot change under the loop) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(gc->callbacks); i++) {
+        PyObject *fn = PyList_GET_ITEM(gc->callbacks, i);
+        if (PyMethod_Check(fn)) {
+            fn = PyMethod_GET_FUNCTION(fn);
+        }
+        if (PyFunction_Check(fn) && PyFunction_GET_CODE(fn) == (PyObject *)code) {
+            return 1;
+        }
+    }
+    return 0;
+}

@@ -48,6 +48,10 @@ Py_ssize_t npd_gc_quiet_release(void);
 int npd_gc_hide_transient(PyObject *fn);
 void npd_gc_unhide_transient(PyObject *fn, int how);
 
+/* Whether a collection is running and `code` is the code of one of its gc.callbacks (so a
+ * frame of it was started by the collector: plain Python allocates nothing around it). */
+int npd_gc_callback_running(PyCodeObject *code);
+
 /* Number of objects currently hidden (for tests). */
 Py_ssize_t npd_gc_quiet_hidden(void);
 

@@ -56,12 +56,17 @@ class IdentityMap(Generic[K, V]):
     callback holds only ``_values``, so nothing refers back to ``_refs``: no cycle. A dead
     key's reference stays in ``_refs`` until the next sweep or until a new key takes its
     address (CPython calls the callback before the dead key's memory is released, so a new
-    object at that address never finds the dead key's value)."""
+    object at that address never finds the dead key's value).
+
+    Each value is kept in a 1-tuple: a dict made by a compile and stored as a value is then
+    referred to only by another new object, and hidden from ``gc.get_objects()`` with the rest
+    of what the compile keeps (csrc/gc_quiet.c leaves a new dict that an older object refers to
+    visible: it may be a user object's ``__dict__``)."""
 
     __slots__ = ("_values", "_refs", "_swept_at", "__weakref__")
 
     def __init__(self) -> None:
-        self._values: dict[int, V] = {}
+        self._values: dict[int, tuple[V]] = {}
         self._refs: dict[int, weakref.ref] = {}
         self._swept_at = 16
 
@@ -74,10 +79,10 @@ class IdentityMap(Generic[K, V]):
 
     def get(self, key: object, default: Any = None) -> Any:
         k = id(key)
-        value = self._values.get(k, _MISSING)
-        if value is _MISSING or self._live_ref(key) is None:
+        box = self._values.get(k)
+        if box is None or self._live_ref(key) is None:
             return default
-        return value
+        return box[0]
 
     def __getitem__(self, key: K) -> V:
         value = self.get(key, _MISSING)
@@ -93,11 +98,11 @@ class IdentityMap(Generic[K, V]):
             # calls back)
             ref = weakref.ref(key, functools.partial(self._values.pop, k))
             self._refs[k] = ref
-            self._values[k] = value
+            self._values[k] = (value,)
             if len(self._refs) > 2 * self._swept_at:
                 self._sweep()
         else:
-            self._values[k] = value
+            self._values[k] = (value,)
 
     def setdefault(self, key: K, default: V = None) -> V:  # type: ignore[assignment]
         value = self.get(key, _MISSING)
@@ -112,12 +117,12 @@ class IdentityMap(Generic[K, V]):
             return default
         k = id(key)
         del self._refs[k]  # (the reference dies with it: it never calls back)
-        value = self._values.pop(k, _MISSING)
-        if value is _MISSING:
+        box = self._values.pop(k, None)
+        if box is None:
             if default is _MISSING:
                 raise KeyError(key)
             return default
-        return value
+        return box[0]
 
     def __delitem__(self, key: K) -> None:
         self.pop(key)
@@ -136,11 +141,11 @@ class IdentityMap(Generic[K, V]):
         """A list of the live (key, value) pairs (a copy: keys may die meanwhile)."""
         out = []
         refs = self._refs
-        for k, value in list(self._values.items()):
+        for k, box in list(self._values.items()):
             ref = refs.get(k)
             key = ref() if ref is not None else None
             if key is not None:
-                out.append((key, value))
+                out.append((key, box[0]))
         return out
 
     def keys(self) -> list[K]:

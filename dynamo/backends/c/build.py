@@ -31,13 +31,13 @@ source, compiler as named, flags as given, CPU, versions) pointing to its full k
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
 import subprocess
 import sys
 import threading
-import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -79,6 +79,12 @@ class CodeInfo:
     block_nesting: list[int] | None = None
     #: `compat.restoring_stores`: STORE_FASTs that may store NULL (3.12+ comprehensions)
     restores: frozenset[int] = frozenset()
+    #: The code's cell variables: never live *locals* (`live_locals`), even where 3.12+ reads or
+    #: writes their slot with LOAD_FAST/STORE_FAST (an inlined comprehension's variable that
+    #: shadows a cell; 3.13's LOAD_FAST of a cell for a closure): continuations get the cells
+    #: themselves (`resume.passed_cells`), and a fast store into a cell's slot would replace
+    #: the cell (the interpreter then crashed at the next STORE_DEREF).
+    cellvars: frozenset[str] = frozenset()
 
     @classmethod
     def from_code(cls, code: types.CodeType) -> "CodeInfo":
@@ -105,6 +111,7 @@ class CodeInfo:
              info.block_nesting) = compat.block_stack_handlers(info.instructions, info.labels)
         info._user_handlers()
         info.restores = compat.restoring_stores(info.instructions)
+        info.cellvars = frozenset(code.co_cellvars)
         return info
 
     def bound_after(self, index: int, names: frozenset[str]) -> frozenset[str]:
@@ -206,6 +213,18 @@ class CodeInfo:
                    or (inst.name in ("LOAD_ATTR", "LOAD_METHOD")
                        and compat.attr_name(inst) in _SEES_ITS_FRAME)
                    for inst in self.instructions)
+
+    @property
+    def shadows_a_cell(self) -> bool:
+        """(3.12+) Whether an inlined comprehension's variable uses the slot of one of the
+        code's cell variables (``x`` is a cell, ``[x for x in ...]``): LOAD_FAST_AND_CLEAR
+        then saves the *cell object* on the stack, and the store after the loop puts it back.
+        The translator models the cell by its value, which is only right while nothing in
+        between is split off: such code is not split at graph breaks (a break makes the
+        whole frame run as written)."""
+        return bool(self.cellvars) and any(
+            inst.name == "LOAD_FAST_AND_CLEAR" and inst.arg in self.cellvars
+            for inst in self.instructions)
 
     def region(self, start: int, depth: int, bound: frozenset[str]) -> Region | None:
         """The ``try``/``with`` statement that starts at `start` (the first instruction inside
@@ -341,6 +360,8 @@ class CodeInfo:
         defs: list[frozenset[str]] = []
         for inst in self.instructions:
             name = inst.arg if isinstance(inst.arg, str) else None
+            if name in self.cellvars:
+                name = None
             uses.append(frozenset([name]) if name and inst.name in _READS else frozenset())
             defs.append(frozenset([name]) if name and inst.name in _WRITES else frozenset())
         live_in: list[frozenset[str]] = [frozenset()] * n

@@ -195,8 +195,14 @@ def inline_call(tx: "InstructionTranslator", spec: FunctionSpec, args: list["Var
             value = TupleVariable([])
         elif param.kind is param.VAR_KEYWORD:
             value = DictVariable({})
-        else:
+        elif name in spec.defaults:
             value = spec.defaults[name]()
+        else:
+            # (3.13's Signature.bind puts a keyword named like a positional-only parameter into
+            # **kwargs without noticing the parameter is missing: ``f(something=42)`` for
+            # ``def f(something, /, **kwargs)``; CPython's test_positional_only_arg)
+            raise user_error(TypeError, f"{spec.name}() missing 1 required positional argument: "
+                                        f"{name!r}")
         # (inspect calls a comprehension's implicit ".0" argument "implicit0")
         local_values[".0" if name == "implicit0" and ".0" in spec.code.co_varnames else name] = value
     inner = InliningTranslator(tx, spec.code, local_values, cells, free=spec.free,

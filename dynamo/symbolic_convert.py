@@ -1251,7 +1251,18 @@ class InstructionTranslator:
     def NOP(self, inst: Instr) -> None:
         pass
 
-    RESUME = COPY_FREE_VARS = MAKE_CELL = NOP
+    RESUME = COPY_FREE_VARS = NOP
+
+    def MAKE_CELL(self, inst: Instr) -> None:
+        """Before RESUME: the prologue (a cell variable's slot gets its cell). After it (3.12+):
+        an inlined comprehension gives its loop variable a new cell because a closure in its
+        body captures it, and the store after the loop puts the shadowed one back. The
+        translator names cells by variable, not by cell object, so that closure would read the
+        variable's outer cell once it is restored (``[lambda: b for b in c]`` then raised
+        NameError: test_listcomps, 3.12+); the comprehension runs in plain Python instead."""
+        if any(getattr(i, "name", None) == "RESUME" for i in self.instructions[:self.ip]):
+            raise Unsupported(f"a closure over the variable {inst.arg.name!r} of an inlined "
+                              "comprehension (a new cell in the middle of the frame)")
 
     # Control flow: only branches decided by constants (shapes, dtypes, Python scalars) ---------
 
@@ -1901,8 +1912,11 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
             tx.run()
             break
         except Unsupported as exc:
-            if not allow_breaks or break_at is not None or tx.info.sees_all_locals:
-                raise  # (a frame that reads its locals by name would see a resume function's)
+            if (not allow_breaks or break_at is not None or tx.info.sees_all_locals
+                    or tx.info.shadows_a_cell):
+                # (a frame that reads its locals by name would see a resume function's; a
+                # comprehension shadowing a cell cannot be split: `CodeInfo.shadows_a_cell`)
+                raise
             entry = tx.info.loop_entry(tx.index)
             if entry is not None:
                 # Inside a loop: a break there would nest one resume function per iteration,

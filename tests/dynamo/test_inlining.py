@@ -472,3 +472,32 @@ def test_translation_and_guards_read_no_attribute_through_user_getattribute():
                                           expected[0] if isinstance(expected, tuple) else expected)
         assert compiled_log == plain_log * 2, fn.__name__
     assert dynamo.explain(passes_a_logged_object_along)(_Logged([]), x).graph_count == 1
+
+
+def _positional_only(something, /, **kwargs):
+    return something, kwargs
+
+
+def test_a_missing_positional_only_argument_raises_as_in_python():
+    # 3.13's inspect.Signature.bind accepts f(something=42) for def f(something, /, **kwargs)
+    # (the keyword goes to **kwargs) and left the parameter unbound: KeyError inside the
+    # translator, an internal error (CPython's test_positional_only_arg).
+    def call_missing(x):
+        y = np.sin(x)
+        return _positional_only(something=y)
+
+    def call_both(x):
+        y = np.sin(x)
+        return _positional_only(y, something=2)
+
+    x = np.linspace(0, 1, 4)
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'something'"):
+        call_missing(x)
+    with dynamo.config.patch(suppress_errors=False):
+        compiled = dynamo.compile(call_missing, backend="eager")
+        with pytest.raises(TypeError, match="missing 1 required positional argument"):
+            compiled(x)
+        got = dynamo.compile(call_both, backend="eager")(x)
+    want = call_both(x)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert got[1] == want[1]

@@ -260,3 +260,65 @@ def test_adopt_cells_refuses_an_argument_that_is_not_a_cell():
         return get()
     with pytest.raises(SystemError, match="argument 'a' of f is not a cell"):
         f(1)
+
+
+def test_a_closure_over_an_inlined_comprehensions_variable_gets_its_own_cell():
+    # 3.12+ inlines comprehensions: a loop variable a lambda in the body captures gets a new
+    # cell (MAKE_CELL in the middle of the frame), and the shadowed one is put back after the
+    # loop. The translator named cells by variable, so the lambda read the restored outer cell:
+    # NameError under capture (CPython's test_listcomps). On 3.10/3.11 a comprehension is a
+    # function of its own; the test runs everywhere.
+    def f(x, c):
+        funcs = [lambda: b * x for b in c]
+        y = np.sin(x)
+        b = 10
+        return [g() for g in funcs], y + b
+
+    def nested(x):
+        (func, inner_b), = [[lambda: b for b in c] + [x] for c in [[1.5]]]
+        return np.cos(x) + func(), inner_b
+
+    x = np.linspace(0, 1, 4)
+    for fn, args in ((f, (x, [1.0, 2.0])), (nested, (x,))):
+        want = fn(*args)
+        for _ in range(2):
+            got = dynamo.compile(fn, backend="eager")(*args)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+
+
+SHADOWED_CELL = r'''
+import numpy as np
+import dynamo
+dynamo.config.suppress_errors = False
+
+
+def f(a):
+    x = 10; g = (i + x for i in range(3)); x = 5
+    t = False; h = ((i, j) for i in range(x) if t for j in range(x))
+    y = np.sin(a)
+    x = 3; t = True
+    odd = [x * x for x in range(6) if x % 2 if x % 3]
+    return list(g), list(h), odd, x, y.tolist()
+
+
+a = np.linspace(0, 1, 3)
+want = f(a)
+for _ in range(2):
+    got = dynamo.compile(f, backend="eager")(a)
+    assert got == want, (got, want)
+print("same")
+'''
+
+
+def test_a_comprehension_variable_in_a_cells_slot_keeps_the_cell():
+    # 3.12+: the inlined comprehension's `x` lives in the slot of the cell `x` (the generator
+    # expressions close over it). The cell counted as a live *local* of the resume function:
+    # the transformed code stored a plain value into the cell's slot, and the next STORE_DEREF
+    # crashed the interpreter (CPython's test_grammar test_comprehension_specials, with
+    # suppress_errors=False; with it, "co_varnames is too small" internal errors). In a
+    # subprocess: a regression would be a crash.
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", SHADOWED_CELL],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-3000:]

@@ -34,8 +34,7 @@
  *  - Not hidden (see "which new objects to hide"): the compile's cyclic garbage (it may pin
  *    the user's objects), dicts something older refers to (a user object's __dict__ made
  *    while the compiler read it), frame objects (a running frame of the user's that the
- *    compiler materialised belongs to the user), generators and coroutines.  Tuples of atomic
- *    items are untracked instead, as a collection would (tuple_is_atomic).
+ *    compiler materialised belongs to the user), generators and coroutines.
  *  - Nothing is hidden and the count is not restored when another thread ran Python code
  *    during the compile (the GIL's switch counter moved: its objects are behind the marker
  *    too), when a collection ran anyway (an explicit gc.collect(): the marker left the young
@@ -397,21 +396,6 @@ static int dict_is_atomic(PyObject *dict) {
     return 1;
 }
 
-/* A tuple that can be in no cycle (only atomic or untracked items): CPython's collector
- * untracks it the first time it examines it (gc.is_tracked() then reads False, and a dict
- * holding it can be untracked in turn: test_dict's test_track_literals).  No collection
- * examines a hidden object, so such a tuple -- a constant of the code a compile made -- is
- * untracked instead of hidden (as invisible to gc.get_objects(), and as plain Python leaves
- * it after a collection).  In creation order, so inner tuples go first. */
-static int tuple_is_atomic(PyObject *tuple) {
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple); i++) {
-        if (may_be_tracked(PyTuple_GET_ITEM(tuple, i))) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static int newset_hide(const NewSet *t, PyObject *op) {
     if (t->keys == NULL || user_world(op)) {
         return 0;
@@ -474,12 +458,8 @@ void npd_gc_quiet_end(npd_gc_quiet *q, int hide) {
             next = gc_next(g);
             PyObject *op = from_gc(g);
             if (newset_hide(&set, op)) {
-                if (PyTuple_CheckExact(op) && tuple_is_atomic(op)) {
-                    PyObject_GC_UnTrack(op);
-                } else {
-                    gc_move(g, &hidden);
-                    hidden_moved++;
-                }
+                gc_move(g, &hidden);
+                hidden_moved++;
             } else if (PyDict_CheckExact(op) && dict_is_atomic(op)) {
                 PyObject_GC_UnTrack(op);
             }

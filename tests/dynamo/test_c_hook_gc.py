@@ -86,28 +86,6 @@ def test_code_the_collector_runs_is_not_compiled_during_the_collection():
     assert len(_C.get_cache_entries(on_gc.__code__)) == 1
 
 
-def _literals_after_a_break():
-    x, y, z, w = 1.5, "a", (1, None), []  # (test_dict's shape: the translator rebuilds z)
-    breaker = Breaker()
-    breaker.x = 1
-    breaker.x  # (the rest runs in a resume function, compiled on its first call)
-    t = {x: (), y: x, z: 1}
-    gc.collect()
-    gc.collect()
-    return gc.is_tracked(z), gc.is_tracked(t)
-
-
-def test_a_compiles_constant_tuples_are_untracked_as_a_collection_leaves_them():
-    # CPython's collector untracks a tuple of atomic items (and then a dict of such) when it
-    # examines it; a constant tuple of code a compile made was hidden from every collection,
-    # so it and the dict holding it stayed tracked (test_dict's test_track_literals).
-    plain = _literals_after_a_break()
-    with dynamo.optimize("eager"):
-        captured = _literals_after_a_break()
-    assert plain == (False, False)
-    assert captured == plain
-
-
 def test_what_compiles_keep_goes_back_to_the_collector_on_reset():
     def f(x):
         b = Breaker()

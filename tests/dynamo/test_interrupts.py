@@ -289,7 +289,7 @@ FUNCS = [make(i, 30, graph_break=i % 2 == 1) for i in range(6)]
 x, y = np.linspace(0, 1, 16), np.full(16, 0.5)
 EXPECTED = [f(x, y) for f in FUNCS]
 #: how long the storm waits, once the main thread is in a phase, before it interrupts
-PHASES = {"reset": 1e-3, "compile": 30e-3, "run": 1e-3, "drop": 0.3e-3, "anywhere": 10e-3}
+PHASES = {"reset": 0.3e-3, "compile": 30e-3, "run": 1e-3, "drop": 0.3e-3, "anywhere": 10e-3}
 phase = "anywhere"
 sent = received = handled = 0
 problems, landed = [], dict.fromkeys(PHASES, 0)

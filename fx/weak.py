@@ -97,8 +97,10 @@ class IdentityMap(Generic[K, V]):
             # change; replacing a dead key's reference drops it: a dropped reference never
             # calls back)
             ref = weakref.ref(key, functools.partial(self._values.pop, k))
-            self._refs[k] = ref
+            # (the value first: a sweep in another thread in between must not take the new
+            # reference for a dead key's)
             self._values[k] = (value,)
+            self._refs[k] = ref
             if len(self._refs) > 2 * self._swept_at:
                 self._sweep()
         else:
@@ -128,9 +130,12 @@ class IdentityMap(Generic[K, V]):
         self.pop(key)
 
     def _sweep(self) -> None:
+        # (over a copy, popping: another thread may add or pop keys meanwhile)
         values = self._values
-        for k in [k for k, ref in self._refs.items() if k not in values or ref() is None]:
-            del self._refs[k]
+        for k, ref in list(self._refs.items()):
+            if k not in values or ref() is None:
+                if self._refs.get(k) is ref:
+                    self._refs.pop(k, None)
         self._swept_at = max(16, len(self._refs))
 
     def clear(self) -> None:

@@ -215,8 +215,7 @@ def test_a_dropped_backend_and_what_it_compiled_die_without_running_python():
     x = np.linspace(0, 1, 5)
     for _ in range(2):
         assert np.array_equal(compiled(x), breaks_once(x))
-    resume = [c for c in _C.get_cache_entries(breaks_once.__code__)]
-    assert resume
+    assert _C.get_cache_entries(breaks_once.__code__)
     alive = weakref.ref(backend)
     held = [compiled, backend]
     del compiled, backend
@@ -257,8 +256,8 @@ def test_a_marked_array_dies_without_running_python():
 
 #: Compiles and resets in a loop while a thread interrupts it with SIGINT (the default
 #: handler: KeyboardInterrupt) and waits for each interrupt to arrive before sending the next;
-#: it aims at phases (reset, compile, cached run, dropping a backend) or anywhere, a random delay after the main
-#: thread entered them. Prints a summary dict.
+#: it aims at phases (reset, compile, cached run, dropping a backend) or anywhere, a random
+#: delay after the main thread entered them. Prints a summary dict.
 STORM = r'''
 import io, random, signal, sys, threading, time
 import numpy as np

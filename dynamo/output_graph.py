@@ -563,6 +563,16 @@ def _complex_warning(op: str, target: Any, metas: list, kwmetas: dict) -> str | 
             continue
         if kind not in "cO":
             return f"casting complex values to {np.dtype(dtype)} (NumPy warns ComplexWarning)"
+    if op == "call_function" and isinstance(target, np.ufunc) and \
+            kwmetas.get("where", True) is not True:
+        # where= makes NumPy read the output too: a complex output of a real loop is cast
+        # to the loop's real dtype first (it warns even though the result is complex)
+        outs = op_rules.written_operands(target, metas, kwmetas)
+        inputs = metas[:target.nin]
+        if any(isinstance(o, ArrayMeta) and o.dtype.kind == "c" for o in outs) and not all(
+                isinstance(x, complex) or (isinstance(x, ArrayMeta) and x.dtype.kind == "c")
+                for x in inputs):
+            return "a complex out= of a real loop with where= (NumPy warns ComplexWarning)"
     if op == "call_function" and target is operator.setitem and len(metas) == 3:
         dest, value = metas[0], metas[2]
         if isinstance(dest, ArrayMeta) and isinstance(value, ArrayMeta) and \

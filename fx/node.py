@@ -398,7 +398,7 @@ class Node:
         """True if the node has effects besides its value (DCE must keep it)."""
         if self.op in ("placeholder", "output"):
             return True
-        if self._kwargs.get("out") is not None:
+        if self.written():
             return True
         if self.op == "call_function":
             try:
@@ -410,6 +410,18 @@ class Node:
         if self.op == "call_method":
             return self.target in _IMPURE_METHODS
         return False
+
+    def written(self) -> list[Any]:
+        """The arguments this call writes into: its outputs, passed positionally
+        (``np.negative(y, y)``, ``x.sum(0, None, o)``) or as ``out=``
+        (`fx.op_rules.written_operands`)."""
+        if self.op not in ("call_function", "call_method"):
+            return []
+        from .op_rules import written_operands  # (the rules import fx: not at import time)
+
+        if self.op == "call_method":
+            return written_operands(None, self._args, self._kwargs, method=self.target)
+        return written_operands(self.target, self._args, self._kwargs)
 
     def may_raise_or_warn(self) -> bool:
         """True if running the node could raise or warn (see `may_raise_or_warn`)."""

@@ -12,6 +12,8 @@ capturing so the frame runs in plain NumPy.
 * ``infer_attr(name, self_meta)``: ``shape ndim dtype size itemsize nbytes`` give Python values,
   ``T mT real imag`` give `ArrayMeta`.
 * ``is_supported_function(fn)``, ``is_supported_method(name)``.
+* ``written_operands(target, args, kwargs, method=None)``: the outputs a call writes into,
+  passed positionally (``np.negative(y, y)``, ``x.sum(0, None, o)``) or as ``out=``.
 
 Every supported callable is registered once with its rule (``register``); ufuncs share
 `ufunc_rule`. Methods map to the rule of the equivalent function (``x.sum(1)`` ~
@@ -32,14 +34,15 @@ from fx.op_rules import (  # noqa: F401  (importing registers the rules)
     creation, elementwise, indexing, linalg, numpy_linalg, reductions, reorder, shape_ops,
 )
 from fx.op_rules._core import (
-    FUNCTION_RULES, REJECTED, SYMBOLIC_RULES, Call, Result, RuleError, register, specialize_call,
+    FUNCTION_RULES, REJECTED, SYMBOLIC_RULES, Call, Result, RuleError, register, signature,
+    specialize_call,
 )
 from fx.op_rules.elementwise import ufunc_rule
 from fx.op_rules.reductions import UFUNC_METHOD_RULES
 
 __all__ = [
     "RuleError", "infer_call", "infer_method", "infer_attr", "is_supported_function",
-    "is_supported_method", "register", "supported_methods",
+    "is_supported_method", "register", "supported_methods", "written_operands",
 ]
 
 
@@ -159,6 +162,60 @@ def is_supported_method(name: str) -> bool:
 
 def supported_methods() -> list[str]:
     return sorted([*_METHODS, *_IN_PLACE_METHODS, *_REFLECTED])
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def written_operands(target: Any, args: tuple | list, kwargs: dict,
+                     method: str | None = None) -> list:
+    """The operands ``target(*args, **kwargs)`` writes into: its outputs, however they are
+    passed (``args[0]`` is self for ``method``). Empty for a call that only reads.
+
+    NumPy takes the outputs of ``np.negative(y, y)`` positionally after a ufunc's inputs, the
+    ``out`` of ``np.sum(a, 0, None, o)`` / ``a.sum(0, None, o)`` in its place in the
+    signature, and ``out=`` as an array or a tuple (``None`` items: no output given). Nodes
+    keep the user's form (NumPy warns about some positional outputs, ``np.maximum(x, y, o)``,
+    and the compiled call must warn too), so every pass that asks "does this call write
+    memory?" (DCE, CSE, fusion barriers, the C lowering) asks here."""
+    if "out" in kwargs:
+        found = kwargs["out"]
+    elif method is None and isinstance(target, np.ufunc):
+        found = tuple(args[target.nin:])
+    else:
+        function = target if method is None else _METHODS.get(method)
+        position = _out_position(function) if method not in _REFLECTED else None
+        found = args[position] if position is not None and len(args) > position else None
+    if found is None or found is Ellipsis:
+        return []
+    return [o for o in found if o is not None] if isinstance(found, tuple) else [found]
+
+
+def _out_position(function: Any) -> int | None:
+    """Where ``out`` may be given positionally in `function`'s signature (self first)."""
+    try:
+        hit = _OUT_POSITIONS[function]
+    except KeyError:
+        hit = None
+        try:
+            params = list(signature(function).parameters.values())
+        except (ValueError, TypeError):
+            params = []
+        for i, param in enumerate(params):
+            if param.name == "out":
+                if param.kind is param.POSITIONAL_OR_KEYWORD:
+                    hit = i
+                break
+        try:
+            _OUT_POSITIONS[function] = hit
+        except TypeError:  # unhashable callables are not cached
+            pass
+    except TypeError:
+        return None
+    return hit
+
+
+_OUT_POSITIONS: dict[Any, int | None] = {}
 
 
 # --------------------------------------------------------------------------- attributes

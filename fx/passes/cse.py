@@ -47,13 +47,13 @@ def _makes_fresh_array(node: Any) -> bool:
     if node.op == "call_function":
         t = node.target
         if isinstance(t, np.ufunc):
-            return "out" not in node.kwargs
+            return not node.written()
         try:
-            return t in _FRESH_OPERATORS or t in _FRESH_FUNCTIONS
+            return (t in _FRESH_OPERATORS or t in _FRESH_FUNCTIONS) and not node.written()
         except TypeError:
             return False
     if node.op == "call_method":
-        return node.target in _FRESH_METHODS and "out" not in node.kwargs
+        return node.target in _FRESH_METHODS and not node.written()
     return False
 
 

@@ -274,6 +274,9 @@ BINARY_FUNCS = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "
                 "logical_and", "logical_or", "logical_xor", "copysign", "arctan2", "hypot",
                 "power", "fmod", "floor_divide", "remainder", "bitwise_and", "greater", "equal",
                 "not_equal", "less_equal"]
+#: How `_inplace` passes the output ``{t}`` of a ufunc (``np.negative(y, y)`` is in place).
+OUT_FORMS = ["{t}", "out={t}", "out=({t},)", "out={t}, where={t} != 0", "{t}, casting='unsafe'",
+             "out={t}, dtype={t}.dtype"]
 REDUCTIONS = ["sum", "mean", "max", "min", "prod", "argmax", "argmin", "any", "all"]
 INPLACE_OPS = ["+=", "-=", "*=", "/=", "//=", "|=", "&=", "**=", "%="]
 ASTYPES = ["bool", "int8", "int32", "int64", "uint8", "uint64", "float16", "float32", "float64",
@@ -551,15 +554,17 @@ def _inplace(g: _Gen) -> bool:
         idx = _choice(g.draw, (["...", "..., ::-1", "0", "1:", "::2", "-1", ":, 0"]
                                      if tv.ndim >= 2 else ["...", "::-1", "0", "1:", "::2"]))
         return g.run(f"{t}[{idx}] = {src}", uses, "setitem", target=t)
-    fn = _choice(g.draw, (["add", "multiply", "subtract", "maximum", "negative"]))
+    # a ufunc writing into t, its output passed in each form NumPy accepts
+    fn = _choice(g.draw, (UNARY_FUNCS if g.draw(_BOOLS) else BINARY_FUNCS))
     if g.c_mode and (t in g.tainted or src in g.tainted) and fn not in TAINT_SAFE:
         return True
-    if fn == "negative":
-        expr = f"np.negative({src}, out={t})"
-    else:
+    operands = [src]
+    if fn in BINARY_FUNCS:
         other = g.pick(lambda v: _bcast_ok(v, tv), op=fn, allow_scalar=True) or t
         uses.append(other)
-        expr = f"np.{fn}({other}, {src}, out={t})"
+        operands = [other, src] if g.draw(_BOOLS) else [src, other]
+    form = _choice(g.draw, OUT_FORMS)
+    expr = f"np.{fn}({', '.join(operands)}, {form.format(t=t)})"
     if g.draw(_BOOLS):
         return g.run(f"{g.fresh()} = {expr}", uses, fn, target=t)
     return g.run(expr, uses, fn, target=t)

@@ -94,7 +94,7 @@ def is_mutating(node: Any) -> bool:
     """Does ``node`` write to memory that other nodes can see (a fusion barrier)?"""
     if node.op in ("placeholder", "output", "get_attr"):
         return False
-    if "out" in node.kwargs:
+    if node.written():
         return True
     if node.op == "call_method" and (node.target in _MUTATING_METHODS
                                      or str(node.target).startswith("__i")):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from bytecode import CellVar, Compare, FreeVar, Instr, Label
+from bytecode.concrete import _ConvertBytecodeToConcrete  # (its constant keys: see below)
 
 from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312,
                      PY313, qualname)
@@ -497,4 +498,25 @@ def to_code(bc: Any) -> Any:
         for block in cfg:
             block.clear()
             block.next_block = None
-    return flat.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    concrete = _IdentityConstants(flat).to_concrete_bytecode(compute_exception_stack_depths=False)
+    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+
+
+class _IdentityConstants(_ConvertBytecodeToConcrete):
+    """The `bytecode` package's assembler with constants told apart by identity.
+
+    It keys ``co_consts`` by ``marshal.dumps``, which sees only the bytes of a buffer-protocol
+    object: ``np.int8(-1)`` and ``np.uint8(255)``, ``np.float64(0.0)`` and ``np.int64(0)``, or
+    two timedelta64 of different units became one constant of the first one's type. Our
+    constants are objects the translator holds (traced values, graph callables, codes): each
+    LOAD_CONST must load that very object, as the original frame's would, so two are merged
+    only when they are one object (the original code's own constants are each one object
+    already: CPython merged equal ones when it compiled them)."""
+
+    def add_const(self, value: Any) -> int:
+        key = (type(value), id(value))  # (every value is alive: an instruction holds it)
+        index = self.consts_indices.get(key)
+        if index is None:
+            index = self.consts_indices[key] = len(self.consts_list)
+            self.consts_list.append(value)
+        return index

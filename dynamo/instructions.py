@@ -28,7 +28,7 @@ __all__ = [
     "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_is",
     "if_not_equal", "install_cells", "jump_backward", "jump_forward", "jump_if_true", "load_attr",
     "load_closure", "load_const", "load_deref", "load_fast", "load_global", "loop_exit",
-    "make_cell", "make_closure", "make_function", "null_after", "null_before", "null_under_top",
+    "function_in", "make_cell", "make_closure", "make_function", "null_after", "null_before", "null_under_top",
     "pop_block", "pop_top", "push_null", "reraise_with_traceback", "resume", "return_tagged_for",
     "return_value", "setup_finally", "store_attr", "store_deref", "store_fast", "store_global",
     "store_subscr", "swap", "to_bool", "unpack_sequence", "with_null",
@@ -242,6 +242,23 @@ def make_function(code: Any, flags: int) -> list[Instr]:
         return [Instr("LOAD_CONST", code), Instr("LOAD_CONST", qualname(code)),
                 Instr("MAKE_FUNCTION", flags)]
     return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", flags)]
+
+
+def function_in(code: Any, namespace: dict, defaults: tuple | None, kwdefaults: dict | None,
+                annotations: tuple | dict | None, closure: tuple | None) -> Any:
+    """(Called by generated code) what MAKE_FUNCTION makes in a frame whose globals are
+    `namespace`: a function made by an inlined callee from another module gets that module's
+    globals (and so its builtins and ``__module__``), as in Python."""
+    import types
+
+    fn = types.FunctionType(code, namespace, None, defaults, closure)
+    fn.__qualname__ = qualname(code)  # (3.10: MAKE_FUNCTION's operand; co_qualname later)
+    fn.__kwdefaults__ = kwdefaults
+    if isinstance(annotations, tuple):  # (MAKE_FUNCTION's form: name, value, name, value...)
+        annotations = dict(zip(annotations[::2], annotations[1::2]))
+    if annotations is not None:
+        fn.__annotations__ = annotations
+    return fn
 
 
 def call_sequence(nargs: int, kw_names: tuple[str, ...] = ()) -> list[Instr]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from .exc import Unsupported
 from .source import AttrSource, GetItemSource, Source
@@ -29,12 +29,24 @@ if TYPE_CHECKING:
     from .symbolic_convert import InstructionTranslator
     from .variables.base import VariableTracker
 
-__all__ = ["FunctionSpec", "inline_call", "spec_for_function", "MAX_INLINE_DEPTH"]
+__all__ = ["FunctionSpec", "Home", "inline_call", "spec_for_function", "MAX_INLINE_DEPTH"]
 
 #: Calls nested deeper than this are not inlined (recursion ends in a graph break).
 MAX_INLINE_DEPTH = 12
 
 _NEVER_INLINED = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async gen
+
+
+class Home(NamedTuple):
+    """The module a function's code belongs to, as the translator reads it; each None: the
+    compiled frame's own module."""
+
+    #: global name -> tracker (guarded through the function's ``__globals__``)
+    load_global: Callable[[str], "VariableTracker"] | None
+    #: the ``__globals__`` of functions this code makes
+    namespace: dict | None
+    #: its ``__name__`` (warnings from its statements name it)
+    module: str | None
 
 
 @dataclass
@@ -48,10 +60,8 @@ class FunctionSpec:
     defaults: dict[str, Callable[[], "VariableTracker"]] = field(default_factory=dict)
     #: free variable name -> tracker of the cell's contents (made on first read)
     free: dict[str, Callable[[], "VariableTracker"]] = field(default_factory=dict)
-    #: global name -> tracker; None: the caller's globals (the same module)
-    load_global: Callable[[str], "VariableTracker"] | None = None
-    #: the ``__name__`` of the function's globals (warnings from its statements name it)
-    module: str | None = None
+    #: its module's globals (None: the compiled frame's own)
+    home: Home = Home(None, None, None)
 
 
 def spec_for_function(tx: "InstructionTranslator", fn: types.FunctionType,
@@ -100,12 +110,14 @@ def spec_for_function(tx: "InstructionTranslator", fn: types.FunctionType,
         src = AttrSource(GetItemSource(AttrSource(source, "__closure__"), i), "cell_contents") if source else None
         spec.free[name] = _deferred(_cell_contents, wrap, cell, src, name)
     module = fn.__globals__.get("__name__")
-    spec.module = module if isinstance(module, str) else None
+    module = module if isinstance(module, str) else None
+    spec.home = Home(None, None, module)
     if fn.__globals__ is not tx.root().frame.f_globals:
         if source is None:
             raise Unsupported(f"{fn.__qualname__} comes from another module and was not read "
                               "through a guardable source")
-        spec.load_global = _foreign_globals(tx, fn, AttrSource(source, "__globals__"))
+        spec.home = Home(_foreign_globals(tx, fn, AttrSource(source, "__globals__")),
+                         fn.__globals__, module)
     return spec
 
 
@@ -206,8 +218,6 @@ def inline_call(tx: "InstructionTranslator", spec: FunctionSpec, args: list["Var
         # (inspect calls a comprehension's implicit ".0" argument "implicit0")
         local_values[".0" if name == "implicit0" and ".0" in spec.code.co_varnames else name] = value
     inner = InliningTranslator(tx, spec.code, local_values, cells, free=spec.free,
-                               load_global=spec.load_global)
-    if spec.module is not None:
-        inner.module_name = spec.module
+                               home=spec.home)
     inner.run()
     return inner.return_value

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from bytecode import CellVar, Compare, FreeVar, Instr, Label
+from bytecode.concrete import _ConvertBytecodeToConcrete  # (its constant keys: see below)
 
 from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312,
                      PY313, qualname)
@@ -24,10 +25,11 @@ from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, P
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
     "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
-    "drop_below", "for_iter", "forward_jump", "get_iter", "handler_pushes", "if_is",
-    "if_not_equal", "install_cells", "jump_backward", "jump_forward", "jump_if_true", "load_attr",
-    "load_closure", "load_const", "load_deref", "load_fast", "load_global", "loop_exit",
-    "make_cell", "make_closure", "make_function", "null_after", "null_before", "null_under_top",
+    "drop_below", "for_iter", "forward_jump", "function_in", "get_iter", "handler_pushes",
+    "if_is", "if_not_equal", "install_cells", "jump_backward", "jump_forward", "jump_if_true",
+    "load_attr", "load_closure", "load_const", "load_deref", "load_fast", "load_global",
+    "loop_exit", "make_cell", "make_closure", "make_function", "null_after", "null_before",
+    "null_under_top",
     "pop_block", "pop_top", "push_null", "reraise_with_traceback", "resume", "return_tagged_for",
     "return_value", "setup_finally", "store_attr", "store_deref", "store_fast", "store_global",
     "store_subscr", "swap", "to_bool", "unpack_sequence", "with_null",
@@ -241,6 +243,23 @@ def make_function(code: Any, flags: int) -> list[Instr]:
         return [Instr("LOAD_CONST", code), Instr("LOAD_CONST", qualname(code)),
                 Instr("MAKE_FUNCTION", flags)]
     return [Instr("LOAD_CONST", code), Instr("MAKE_FUNCTION", flags)]
+
+
+def function_in(code: Any, namespace: dict, defaults: tuple | None, kwdefaults: dict | None,
+                annotations: tuple | dict | None, closure: tuple | None) -> Any:
+    """(Called by generated code) what MAKE_FUNCTION makes in a frame whose globals are
+    `namespace`: a function made by an inlined callee from another module gets that module's
+    globals (and so its builtins and ``__module__``), as in Python."""
+    import types
+
+    fn = types.FunctionType(code, namespace, None, defaults, closure)
+    fn.__qualname__ = qualname(code)  # (3.10: MAKE_FUNCTION's operand; co_qualname later)
+    fn.__kwdefaults__ = kwdefaults
+    if isinstance(annotations, tuple):  # (MAKE_FUNCTION's form: name, value, name, value...)
+        annotations = dict(zip(annotations[::2], annotations[1::2]))
+    if annotations is not None:
+        fn.__annotations__ = annotations
+    return fn
 
 
 def call_sequence(nargs: int, kw_names: tuple[str, ...] = ()) -> list[Instr]:
@@ -497,4 +516,25 @@ def to_code(bc: Any) -> Any:
         for block in cfg:
             block.clear()
             block.next_block = None
-    return flat.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    concrete = _IdentityConstants(flat).to_concrete_bytecode(compute_exception_stack_depths=False)
+    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+
+
+class _IdentityConstants(_ConvertBytecodeToConcrete):
+    """The `bytecode` package's assembler with constants told apart by identity.
+
+    It keys ``co_consts`` by ``marshal.dumps``, which sees only the bytes of a buffer-protocol
+    object: ``np.int8(-1)`` and ``np.uint8(255)``, ``np.float64(0.0)`` and ``np.int64(0)``, or
+    two timedelta64 of different units became one constant of the first one's type. Our
+    constants are objects the translator holds (traced values, graph callables, codes): each
+    LOAD_CONST must load that very object, as the original frame's would, so two are merged
+    only when they are one object (the original code's own constants are each one object
+    already: CPython merged equal ones when it compiled them)."""
+
+    def add_const(self, value: Any) -> int:
+        key = (type(value), id(value))  # (every value is alive: an instruction holds it)
+        index = self.consts_indices.get(key)
+        if index is None:
+            index = self.consts_indices[key] = len(self.consts_list)
+            self.consts_list.append(value)
+        return index

@@ -34,6 +34,7 @@ from .bytecode_analysis import code_info
 from .codegen import BreakExit, ReturnExit, argument_names, transform_code
 from .exc import Unsupported, UserCodeError
 from .guards import Guard, build_check_fn
+from .inline import Home
 from .loops import UNBOUND, plan_loop
 from .region_body import BodyPlan, exit_never_swallows, plan_region_body
 from .output_graph import GraphResult, OutputGraph, source_line
@@ -158,6 +159,15 @@ class CompiledFrame:
 
 class InstructionTranslator:
     """Translates the frame being compiled (its arguments and closure come from the C hook)."""
+
+    # The module the code being translated belongs to. A function made by it (``def``,
+    # ``lambda``, a comprehension) reads its globals there too, wherever it is called.
+    #: reads a global name (None: the frame's own `load_global`)
+    global_loader: Callable[[str], VariableTracker] | None = None
+    #: the ``__globals__`` of functions made by this code (None: the frame's own)
+    namespace: dict | None = None
+    #: its ``__name__`` (warnings name it; None: the frame's own)
+    module_name: str | None = None
 
     def __init__(self, frame: Any, code: types.CodeType, output: OutputGraph,
                  break_at: tuple[int, str] | None = None) -> None:
@@ -688,6 +698,10 @@ class InstructionTranslator:
         if null and compat.NULL_AFTER_CALLABLE:
             self.push(NullVariable())
 
+    def home(self) -> Home:
+        """Where the globals of this code and of the functions it makes are."""
+        return Home(self.global_loader, self.namespace, self.module_name)
+
     def load_global(self, name: str) -> VariableTracker:
         source = GlobalSource(name)
         if source in self.output.wrapped:
@@ -790,7 +804,7 @@ class InstructionTranslator:
         defaults = self.pop() if flags & 0x01 else None
         cells = closure.items if closure is not None else []
         if code.co_name in COMPREHENSIONS and not flags & 0x07:
-            self.push(ComprehensionVariable(code, cells))
+            self.push(ComprehensionVariable(self, code, cells))
             return
         self.push(NestedFunctionVariable(self, code, defaults, kwdefaults, annotations, cells))
 
@@ -1595,7 +1609,9 @@ class ComprehensionVariable(VariableTracker):
 
     Calling it inlines its bytecode into the calling frame's graph (`InliningTranslator`)."""
 
-    def __init__(self, code: types.CodeType, cells: list[VariableTracker]) -> None:
+    def __init__(self, tx: InstructionTranslator, code: types.CodeType,
+                 cells: list[VariableTracker]) -> None:
+        self.home = tx.home()  # (the module of the code that made it)
         self.code = code
         self.cells = cells
 
@@ -1604,12 +1620,13 @@ class ComprehensionVariable(VariableTracker):
 
     def reconstruct(self, codegen) -> None:
         # After a graph break (e.g. a print inside it) the comprehension runs as its own frame.
-        _rebuild_function(codegen, self.code, self.cells, 0)
+        _rebuild_function(codegen, self.code, self.cells, self.home)
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if kwargs or len(args) != self.code.co_argcount:
             raise Unsupported(f"unexpected call of {self.describe()}")
-        inner = InliningTranslator(tx, self.code, dict(zip(self.code.co_varnames, args)), self.cells)
+        inner = InliningTranslator(tx, self.code, dict(zip(self.code.co_varnames, args)),
+                                   self.cells, home=self.home)
         if self.code.co_name == "<genexpr>":
             inner.lazy = True  # (traced as its items are asked for)
             return GeneratorVariable(self, args[0], inner)
@@ -1621,21 +1638,23 @@ class InliningTranslator(InstructionTranslator):
     """Runs a called function's (or a comprehension's) code inside its caller's translation: same
     graph, same guards. `local_values` binds its parameters; free variables come from `free`
     (name -> tracker factory, for a real function's closure) or from the caller's cells (a
-    function or comprehension made in the traced code); globals come from `load_global` (another
-    module's) or from the caller's."""
+    function or comprehension made in the traced code); globals come from `home` (the module
+    the code belongs to: `InstructionTranslator.global_loader`, `namespace`, `module_name`),
+    not from the caller, which may belong to another module."""
 
     def __init__(self, parent: InstructionTranslator, code: types.CodeType,
                  local_values: dict[str, VariableTracker], cells: list[VariableTracker] = (),
                  free: dict[str, Callable[[], VariableTracker]] | None = None,
-                 load_global: Callable[[str], VariableTracker] | None = None) -> None:
+                 home: Home | None = None) -> None:
         super().__init__(parent.frame, code, parent.output)
         self.parent = parent
-        #: the module whose code this is (`inline.inline_call` sets a foreign function's)
-        self.module_name = getattr(parent, "module_name", None)
+        if home is not None:
+            self.global_loader, self.namespace, self.module_name = home
         self.cells = {cell.name: cell for cell in cells if isinstance(cell, CellVariable)}
         self.free = free or {}
         self.free_loaded: dict[str, VariableTracker] = {}
-        self.global_loader = load_global
+        #: escaped cells (`escaped_cell`), by name
+        self.escaped: dict[str, EscapedCellVariable] = {}
         self.locals = dict(local_values)
         self.argnames = ()
         self.yielded: list[VariableTracker] = []
@@ -1668,7 +1687,18 @@ class InliningTranslator(InstructionTranslator):
     def load_global(self, name: str) -> VariableTracker:
         if self.global_loader is not None:
             return self.global_loader(name)
-        return self.parent.load_global(name)
+        return self.root().load_global(name)
+
+    def escaped_cell(self, name: str) -> "EscapedCellVariable":
+        """The cell of this function's cell variable `name`, for a function made here that
+        outlives the call (returned, stored, alive at a graph break): one per variable, shared
+        by every such function, as Python's cell is."""
+        if self.return_value is None:  # (a generator expression stopped at a yield)
+            raise Unsupported(f"cannot rebuild a cell of {compat.qualname(self.code)}, which "
+                              "has not returned")
+        if name not in self.escaped:
+            self.escaped[name] = EscapedCellVariable(self, name)
+        return self.escaped[name]
 
     def STORE_DEREF(self, inst: Instr) -> None:
         if isinstance(inst.arg, FreeVar):
@@ -1735,7 +1765,7 @@ class GeneratorVariable(IteratorVariable):
     def reconstruct(self, codegen) -> None:
         if self.started:
             raise Unsupported(f"cannot rebuild a started {self.describe()}")
-        _rebuild_function(codegen, self.function.code, self.function.cells, 0)
+        self.function.reconstruct(codegen)
         codegen.reconstruct(self.iterable)
         codegen.extend(ins.call_self_form())  # (the function below its one argument)
 
@@ -1750,6 +1780,7 @@ class NestedFunctionVariable(VariableTracker):
     def __init__(self, tx: InstructionTranslator, code: types.CodeType, defaults, kwdefaults,
                  annotations, cells: list[VariableTracker]) -> None:
         self.tx = tx
+        self.home = tx.home()  # (the module of the code that made it: its ``__globals__``)
         self.code = code
         self.defaults = defaults
         self.kwdefaults = kwdefaults
@@ -1763,7 +1794,8 @@ class NestedFunctionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         from .inline import FunctionSpec, inline_call
 
-        spec = FunctionSpec(self.code, compat.qualname(self.code), self._signature())
+        spec = FunctionSpec(self.code, compat.qualname(self.code), self._signature(),
+                            home=self.home)
         defaults = self.defaults.unpack(tx) if self.defaults is not None else []
         positional = [p for p in spec.signature.parameters.values()
                       if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
@@ -1785,27 +1817,96 @@ class NestedFunctionVariable(VariableTracker):
         return inspect.signature(stand_in)
 
     def reconstruct(self, codegen) -> None:
-        flags = 0
-        for bit, part in ((0x01, self.defaults), (0x02, self.kwdefaults), (0x04, self.annotations)):
-            if part is not None:
-                codegen.reconstruct(part)
-                flags |= bit
-        _rebuild_function(codegen, self.code, self.cells, flags)
+        _rebuild_function(codegen, self.code, self.cells, self.home,
+                          (self.defaults, self.kwdefaults, self.annotations))
 
 
-def _rebuild_function(codegen, code: types.CodeType, cells: list, flags: int) -> None:
-    """MAKE_FUNCTION for `code` (with what `flags` says is already on the stack) closing over
-    the frame's own `cells`."""
+def _rebuild_function(codegen, code: types.CodeType, cells: list, home: Home,
+                      parts: tuple = (None, None, None)) -> None:
+    """Push a new function for `code`, as the MAKE_FUNCTION that made it in the trace did:
+    `parts` (defaults, keyword defaults, annotations: trackers or None), closing over `cells`
+    (the frame's own, or those of inlined calls that have returned: `_push_cell`), with the
+    globals of `home`. MAKE_FUNCTION would give it the frame's globals: a function made by a
+    callee from another module is made by `instructions.function_in` instead, which gives it
+    that module's (and so its builtins and ``__module__``)."""
+    foreign = home.namespace is not None
+    if foreign:
+        codegen.extend(ins.null_before() + ins.load_const(ins.function_in) + ins.null_after()
+                       + ins.load_const(code) + ins.load_const(home.namespace))
+    flags = 0
+    for bit, part in zip((0x01, 0x02, 0x04), parts):
+        if part is not None:
+            codegen.reconstruct(part)
+            flags |= bit
+        elif foreign:
+            codegen.extend(ins.load_const(None))
     if cells:
         for cell in cells:
-            if not isinstance(cell, CellVariable) or cell.tx is not cell.tx.root():
-                raise Unsupported(f"cannot rebuild {compat.qualname(code)} (it closes over a "
-                                  "variable of an inlined function)")
-            kind = FreeVar if cell.name in cell.tx.code.co_freevars else CellVar
-            codegen.extend(ins.load_closure(kind(cell.name)))
+            _push_cell(codegen, code, cell)
         codegen.extend(ins.build_tuple(len(cells)))
         flags |= 0x08
-    codegen.extend(ins.make_function(code, flags))
+    elif foreign:
+        codegen.extend(ins.load_const(None))
+    codegen.extend(ins.call(6) if foreign else ins.make_function(code, flags))
+
+
+def _cell_owner(cell: VariableTracker) -> CellVariable | None:
+    """The cell variable `cell` is (a free variable of inlined code is its maker's cell): of
+    the frame, or of an inlined call; None: a cell of a real function's closure."""
+    while (isinstance(cell, CellVariable) and cell.tx is not cell.tx.root()
+           and cell.name not in cell.tx.code.co_cellvars):
+        cell = cell.tx.cells.get(cell.name)
+    return cell if isinstance(cell, CellVariable) else None
+
+
+def _push_cell(codegen, code: types.CodeType, cell: VariableTracker) -> None:
+    """Push the cell object a function being rebuilt closes over: a cell of the frame itself,
+    or the cell of a variable of an inlined call (made anew: the call ran inside the graph)."""
+    owner = _cell_owner(cell)
+    if owner is None:
+        raise Unsupported(f"cannot rebuild {compat.qualname(code)} (it closes over a variable "
+                          "of a function called in the trace)")
+    if owner.tx is not owner.tx.root():
+        codegen.reconstruct(owner.tx.escaped_cell(owner.name))
+        return
+    kind = FreeVar if owner.name in owner.tx.code.co_freevars else CellVar
+    codegen.extend(ins.load_closure(kind(owner.name)))
+
+
+class EscapedCellVariable(VariableTracker):
+    """The cell of a cell variable of an inlined call that returned, which a function made in
+    it still closes over: rebuilt as a new cell holding the variable's last value (nothing can
+    change it any more: the call is over, and an inlined function that assigns a nonlocal
+    variable is not traced)."""
+
+    has_identity = True  # (one cell, shared by every function that closes over it)
+
+    def __init__(self, tx: "InliningTranslator", name: str) -> None:
+        self.tx = tx
+        self.name = name
+        self.source = None
+
+    def describe(self) -> str:
+        return f"cell {self.name!r} of {compat.qualname(self.tx.code)}"
+
+    def value(self) -> VariableTracker | None:
+        """The variable's last value; None when it was unbound."""
+        return self.tx.locals.get(self.name)
+
+    def reconstruct(self, codegen) -> None:
+        value = self.value()
+        codegen.extend(ins.with_null(ins.load_const(types.CellType)))
+        if value is not None:
+            codegen.reconstruct(value)
+        codegen.extend(ins.call(0 if value is None else 1))
+
+
+def _escaped_cells(cells: list) -> list[VariableTracker]:
+    """The values in the cells of inlined calls that `cells` (a function's closure) hold."""
+    owners = [_cell_owner(cell) for cell in cells]
+    return [owner.tx.locals[owner.name] for owner in owners
+            if owner is not None and owner.tx is not owner.tx.root()
+            and owner.name in owner.tx.locals]
 
 
 def _dispatch_table(cls: type) -> dict[str, Callable]:
@@ -1835,6 +1936,11 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable],
         _graph_values(vt.obj, found, inside)
     elif isinstance(vt, GeneratorVariable):  # (rebuilt over its iterable, if not started)
         _graph_values(vt.iterable, found, inside)
+        for value in _escaped_cells(vt.function.cells):
+            _graph_values(value, found, inside)
+    elif isinstance(vt, ComprehensionVariable):
+        for value in _escaped_cells(vt.cells):
+            _graph_values(value, found, inside)
     elif isinstance(vt, ArrayRowIterator):  # (rebuilt over its array)
         _graph_values(vt.array, found, inside)
     elif isinstance(vt, IteratorVariable) and getattr(vt, "sources", None) is not None:
@@ -1843,8 +1949,8 @@ def _graph_values(vt: VariableTracker, found: list[NDArrayVariable],
     elif isinstance(vt, IteratorVariable):  # the items it has not produced yet
         for item in vt.items[vt.index:]:
             _graph_values(item, found, inside)
-    elif isinstance(vt, NestedFunctionVariable):  # its defaults are rebuilt with it
-        for part in (vt.defaults, vt.kwdefaults):
+    elif isinstance(vt, NestedFunctionVariable):  # its defaults and cells are rebuilt with it
+        for part in (vt.defaults, vt.kwdefaults, vt.annotations, *_escaped_cells(vt.cells)):
             if part is not None:
                 _graph_values(part, found, inside)
     return found

@@ -33,8 +33,8 @@ from .node import Node
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["Namespace", "PythonCode", "candidate_name", "qualified_name", "numpy_path",
-           "generate", "paced_frees"]
+__all__ = ["Namespace", "PythonCode", "candidate_name", "dtype_text", "qualified_name",
+           "numpy_path", "generate", "paced_frees"]
 
 # Names the generated code refers to by themselves: no node or global may take them.
 RESERVED = frozenset(
@@ -169,6 +169,29 @@ _PRECEDENCE = {
 _ATOM = 100
 
 # NumPy scalar types whose value survives `type(python_value)` exactly.
+def dtype_text(dtype: np.dtype, same_object: bool = True) -> str | None:
+    """A string ``numpy.dtype`` turns back into `dtype` -- its name or its ``str`` -- or None.
+
+    With `same_object`, only a text that gives this very object (a builtin dtype, which NumPy
+    keeps once: ``"float64"``); else also one that gives an equal dtype NumPy makes anew
+    (``">f8"``, ``"<M8[D]"``), equal in every respect, metadata too. Many dtypes have no such
+    text: the name of a subarray dtype (``"void192"``), of a string dtype (``"str96"``) or of
+    ``StringDType()`` (``"StringDType128"``) is not understood or means another dtype; such a
+    dtype is referred to as an object."""
+    for text in (dtype.name, dtype.str):
+        try:
+            rebuilt = np.dtype(text)
+        except (TypeError, ValueError):
+            continue
+        if rebuilt is dtype:
+            return text
+        if (not same_object and type(rebuilt) is type(dtype) and rebuilt == dtype
+                and rebuilt.str == dtype.str and rebuilt.metadata == dtype.metadata
+                and dtype.fields is None and dtype.subdtype is None):
+            return text
+    return None
+
+
 _EXACT_SCALARS = (np.bool_, np.integer, np.float16, np.float32, np.float64, np.complex64,
                   np.complex128)
 
@@ -230,11 +253,8 @@ class _Writer:
 
     def numpy_value(self, v: Any) -> str | None:
         if isinstance(v, np.dtype):
-            if v.isnative and v.fields is None and v == np.dtype(v.name):
-                return f"numpy.dtype({v.name!r})"
-            if v.fields is None and v == np.dtype(v.str):
-                return f"numpy.dtype({v.str!r})"
-            return None
+            text = dtype_text(v, same_object=False)
+            return f"numpy.dtype({text!r})" if text is not None else None
         if isinstance(v, type) and issubclass(v, np.generic) and numpy_path(v):
             return numpy_path(v)
         if isinstance(v, _EXACT_SCALARS) and numpy_path(type(v)):

@@ -140,6 +140,18 @@ class ConstantVariable(VariableTracker):
             codegen.extend(ins.load_const(self.value[1:]))
             codegen.extend(ins.binary_add())
             return
+        if isinstance(self.value, np.dtype):
+            from fx.codegen_names import dtype_text
+
+            text = dtype_text(self.value)
+            if text is not None:
+                # Made by the call ``np.dtype(text)`` (the very object), as the plain function
+                # makes it on each run: as a constant of the code it would have one reference
+                # more than in plain Python for as long as the code lives (sys.getrefcount;
+                # NumPy's TestBincount::test_dtype_reference_leaks)
+                codegen.extend(ins.with_null(ins.load_const(np.dtype)) + ins.load_const(text)
+                               + ins.call(1))
+                return
         codegen.extend(ins.load_const(self.value))
 
 

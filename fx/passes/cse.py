@@ -84,6 +84,8 @@ def _key(value: Any) -> Any:
         raise TypeError("array constant")
     if isinstance(value, np.generic):
         return (kind, value.dtype.str, value.tobytes())
+    if isinstance(value, np.dtype) and value.metadata:
+        return ("object", id(value))  # (== ignores metadata, which results carry)
     if kind in _BY_VALUE or isinstance(value, np.dtype):
         return (kind, value)
     return ("object", id(value))  # the node holds a reference: the id stays this object's

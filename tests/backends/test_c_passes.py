@@ -63,6 +63,18 @@ def test_cse_respects_constant_types():
     assert eliminate_common_subexpressions(g) == 0
 
 
+def test_cse_tells_dtypes_apart_by_their_metadata():
+    """``np.dtype(f8, metadata=m) == np.dtype(f8)``, yet the results' dtypes differ."""
+    tagged = np.dtype(np.int64, metadata={"unit": "m"})
+    xi = np.arange(12).reshape(3, 4)
+    g = graph_of(lambda x: (x.astype(tagged) + 0) * (x.astype(np.dtype(np.int64)) + 0))
+    propagate_shapes(GraphModule(g), [xi])
+    assert eliminate_common_subexpressions(g) == 0
+    g = graph_of(lambda x: (x.astype(tagged) + 0) * (x.astype(tagged) + 0))
+    propagate_shapes(GraphModule(g), [xi])
+    assert eliminate_common_subexpressions(g) == 2
+
+
 def test_cse_keeps_distinct_returned_objects():
     g = graph_of(lambda x: (x + 1.0, x + 1.0))
     assert eliminate_common_subexpressions(g) == 0

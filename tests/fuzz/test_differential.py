@@ -1,8 +1,9 @@
 """Differential fuzzing: random NumPy programs, compiled by npdynamo vs run by plain NumPy.
 
 In: `program_gen.programs` (Hypothesis) makes straight-line programs over many dtypes, layouts,
-aliasing patterns, special values, in-place operations, ufuncs, reductions, indexing, matmul,
-``np.where``, casts and Python scalars. Each program is written to a real ``.py`` file, imported
+aliasing patterns, special values, in-place operations, ufuncs (writing into an array given
+positionally, as ``out=`` or ``out=(o,)``, with ``where=``, ``casting=``, ``dtype=``: see
+`program_gen.OUT_FORMS`), reductions, indexing, matmul, ``np.where``, casts and Python scalars. Each program is written to a real ``.py`` file, imported
 as a fresh module, and run on fresh, identical arguments: once by plain NumPy (the oracle), then
 twice through ``dynamo.compile(f, backend=...)`` (first call: compile; second: cache hit), for
 the "eager" backend and for the C backend with ``min_size=0`` (so small arrays get kernels),

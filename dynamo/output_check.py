@@ -16,6 +16,8 @@ construction.
 
 from __future__ import annotations
 
+import functools
+import weakref
 from typing import Any, Callable
 
 import numpy as np
@@ -24,20 +26,21 @@ from fx.meta import ArrayMeta
 
 from .exc import BackendError
 
-__all__ = ["OutputCheck"]
+__all__ = ["OutputCheck", "first_call"]
 
 
 class OutputCheck:
     """Holds the callable the transformed code calls (``call``); see the module docstring."""
 
-    __slots__ = ("call", "compiled", "_metas", "_single", "_what")
+    __slots__ = ("call", "compiled", "metas", "single", "what", "__weakref__")
 
     def __init__(self, compiled: Callable, metas: list[Any], single: bool, what: str) -> None:
         self.compiled = compiled
-        self._metas = metas  # (an output's abstract value; not an ArrayMeta: not checked)
-        self._single = single
-        self._what = what  # "backend 'mine' for graph graph_f_0 of f (file.py:3)"
-        self.call: Callable = self._first_call
+        self.metas = metas  # (an output's abstract value; not an ArrayMeta: not checked)
+        self.single = single
+        self.what = what  # "backend 'mine' (graph graph_f_0 of f (file.py:3))"
+        # (through a weak reference: a bound method would make a reference cycle)
+        self.call: Callable = functools.partial(first_call, weakref.ref(self))
 
     def __call__(self, *args: Any) -> Any:
         return self.call(*args)
@@ -45,14 +48,17 @@ class OutputCheck:
     def __repr__(self) -> str:
         return f"<output check of {getattr(self.compiled, '__name__', self.compiled)!r}>"
 
-    def _first_call(self, *args: Any) -> Any:
-        result = self.compiled(*args)
-        problem = _mismatch(result, self._metas, self._single)
-        if problem is not None:
-            raise BackendError(f"{self._what} returned {problem}; the graph returns "
-                               f"{_expected(self._metas, self._single)}")
-        self.call = self.compiled
-        return result
+
+def first_call(ref: Callable[[], OutputCheck], *args: Any) -> Any:
+    """The first call of a check's callable: run it, compare, then call it directly."""
+    check = ref()  # (alive: the transformed code that runs this holds it)
+    result = check.compiled(*args)
+    problem = _mismatch(result, check.metas, check.single)
+    if problem is not None:
+        raise BackendError(f"{check.what} returned {problem}; the graph returns "
+                           f"{_expected(check.metas, check.single)}")
+    check.call = check.compiled
+    return result
 
 
 def _expected(metas: list[Any], single: bool) -> str:

@@ -104,7 +104,10 @@ def cast(a):
 
 
 def deprecated_name(a):
-    kind = np.chararray  # DeprecationWarning: the program's own, at this line, once per call
+    try:  # (NumPy 2.x: a FutureWarning, the program's own, at this line; then AttributeError)
+        kind = np.object
+    except AttributeError:
+        kind = None
     return a + 1, kind
 
 

@@ -88,7 +88,10 @@ def _mismatch(result: Any, metas: list[Any], single: bool) -> str | None:
         if not isinstance(meta, ArrayMeta):
             continue
         kind = np.generic if meta.is_scalar else np.ndarray
-        if not isinstance(item, kind) or item.dtype != meta.dtype or item.ndim != meta.ndim:
+        # (a string or bytes dtype of unknown length in the graph: "str scalar" for "<U1")
+        unsized = meta.dtype.itemsize == 0 and meta.dtype.kind in "USV"
+        if not isinstance(item, kind) or item.ndim != meta.ndim or (
+                item.dtype.kind != meta.dtype.kind if unsized else item.dtype != meta.dtype):
             where = "" if single else f"value {i}: "
             return f"{where}{_described(item)} where the graph has {meta}"
     return None

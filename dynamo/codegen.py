@@ -38,6 +38,7 @@ from ._C import call_owned, stay_in_frame, tail_call
 from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
+from .output_check import OutputCheck
 from .output_graph import GraphResult
 from .region_body import BodyPlan
 from .resume import (in_loop_body, mark_plain_loop, note_empty_breaks, prologue_length,
@@ -249,7 +250,11 @@ class Codegen:
         self.pad_positions(node.meta.get("frame_position")
                            for node in self.result.graph_module.graph.nodes)
         protected = self.protect(self.graph_error)
-        self.extend(ins.with_null(ins.load_const(self.result.compiled_fn)))
+        compiled = self.result.compiled_fn
+        if isinstance(compiled, OutputCheck):  # (its `call`: a check, then the callable itself)
+            self.extend(ins.with_null(ins.load_const(compiled) + ins.load_attr("call")))
+        else:
+            self.extend(ins.with_null(ins.load_const(compiled)))
         for source in self.result.input_sources:
             source.reconstruct(self)
         self.extend(ins.call(len(self.result.input_sources)))

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
+    "emit_warnings",
     "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies",
     "debug_insert_nops",
     "check_accuracy", "repro_dir",
@@ -234,6 +235,13 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "True: an internal compiler error falls back to plain Python with a warning. False: it "
            "is raised as dynamo.InternalError (useful when debugging npdynamo itself).",
            env="DYNAMO_SUPPRESS_ERRORS", parse_env=_env_bool),
+    Option("emit_warnings", False, _bool,
+           "npdynamo's own diagnostics (recompile limit, internal error, C build failure, kernel "
+           "cache problems, accuracy failures) go to the logger dynamo.<topic> at WARNING level "
+           "and to explain(). True: each is also issued as a Python warning (RuntimeWarning, "
+           "CBackendWarning, CacheDirWarning, ...) at the user's call. Off by default: warnings "
+           "belong to the program (-W error, pytest.warns), which must not see npdynamo.",
+           env="DYNAMO_EMIT_WARNINGS", parse_env=_env_bool),
     Option("max_instructions", 100_000, _int_at_least(1),
            "Instructions the translator simulates per frame before giving up (unrolled loops "
            "count).", env="DYNAMO_MAX_INSTRUCTIONS", parse_env=_env_int),
@@ -310,6 +318,7 @@ cache_size_limit: int
 accumulated_cache_size_limit: int
 guard_self_check: bool
 suppress_errors: bool
+emit_warnings: bool
 max_instructions: int
 max_trace_seconds: float
 max_empty_breaks: int

@@ -20,17 +20,16 @@ import sys
 import threading
 import traceback
 import types
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import fx as _fx
 from fx.graph_module import module_for as fx_module_for
 from fx.locations import origin as graph_origin
 from fx.weak import IdentitySet
 
 from . import _C, config, dump, html_report
 from .bytecode_analysis import CodeMap
+from .diagnostics import diagnose
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .interrupts import call_keeping_interrupts
 from .logs import get_logger
@@ -171,10 +170,6 @@ def _cached_versions() -> int:
     return sum(len(_C.get_cache_entries(code)) for code in list(touched_codes))
 
 
-_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(p)) + os.sep for p in
-                  (__file__, _fx.__file__))
-
-
 def _chain(exc: BaseException | None) -> list[BaseException]:
     """`exc` and every exception its causes and contexts reach."""
     seen: dict[int, BaseException] = {}
@@ -202,26 +197,6 @@ def _forget_traceback(exc: BaseException, users: BaseException | None) -> None:
         if id(item) not in keep:
             item.__traceback__ = None
     return None
-
-
-def _warn_at_user_code(message: str, category: type[Warning]) -> None:
-    """warnings.warn attributed to the first frame outside npdynamo (the user's call of the
-    compiled function), with that frame's module and registry, as warnings.warn does for the
-    frame a stacklevel names (filters by module and "once per location" then work)."""
-    frame = sys._getframe(1)
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_OWN_DIRS):
-        frame = frame.f_back
-    if frame is None:
-        warnings.warn(message, category, stacklevel=2)
-        return
-    module_globals = frame.f_globals
-    registry = module_globals.setdefault("__warningregistry__", {})
-    # (no module_globals: it is only for showing the source line, and linecache's lazy loading
-    # raises for some loaders, e.g. a script read from stdin)
-    lineno = frame.f_lineno  # (None at an instruction without a line: the def line then)
-    warnings.warn_explicit(message, category, frame.f_code.co_filename,
-                           lineno if lineno is not None else frame.f_code.co_firstlineno,
-                           module=module_globals.get("__name__", "<unknown>"), registry=registry)
 
 
 def _recompile_reason(failures: list[str]) -> str | None:
@@ -437,15 +412,18 @@ class ConvertFrame:
                     f"(dynamo.config.cache_size_limit); from now on it only reuses the versions "
                     f"already compiled and runs in plain Python otherwise")
         message = f"{what}. Last {last}." if last else f"{what}."
-        log_recompiles.info("%s (%s)", message, reason)
         _record(CompileRecord(code, reason=message))
+        # Reported once (per code; once in all for the total limit), then only in the log topic.
         if accumulated:
-            if not _accumulated_warned:
-                _accumulated_warned.add(True)
-                _warn_at_user_code(message, RuntimeWarning)
-        elif code not in self.warned:
+            first = not _accumulated_warned
+            _accumulated_warned.add(True)
+        else:
+            first = code not in self.warned
             self.warned.add(code)
-            _warn_at_user_code(message, RuntimeWarning)
+        if first:
+            diagnose("recompiles", message, RuntimeWarning)
+        else:
+            log_recompiles.info("%s (%s)", message, reason)
 
     def _unsupported(self, code, exc: Unsupported, has_entries: bool, recompile_reason) -> None:
         message = f"{exc.reason} at {exc.location}" if exc.location else exc.reason
@@ -510,7 +488,8 @@ class ConvertFrame:
             message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         if not config.suppress_errors:
             raise InternalError(f"npdynamo failed to compile {_where(code)}: {message}") from exc
-        _warn_at_user_code(
+        diagnose(
+            "graph_breaks",
             f"npdynamo: internal error while compiling {_where(code)}; running it in plain Python. "
             f"{message}. Set dynamo.config.suppress_errors = False to raise instead.",
             RuntimeWarning,

@@ -56,10 +56,10 @@ def _make_folder(code: types.CodeType) -> str | None:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         _failed = True
-        from .convert_frame import _warn_at_user_code
+        from .diagnostics import diagnose
 
-        _warn_at_user_code(f"npdynamo: cannot write the dump directory {root!r} ({exc}); "
-                           "dumping is off for this process", RuntimeWarning)
+        diagnose("graph_code", f"npdynamo: cannot write the dump directory {root!r} ({exc}); "
+                 "dumping is off for this process", RuntimeWarning)
         return None
     return path
 

@@ -27,6 +27,7 @@ from .backends import Backend, backend_spec, lookup_backend
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 from .dynamic_shapes import forget as forget_sizes
 from .interrupts import call_keeping_interrupts
+from .output_check import OutputCheck, first_call
 
 __all__ = ["compile", "optimize", "disable", "run", "reset"]
 
@@ -104,6 +105,9 @@ def _hide_graph_code(check_fn: Any, new_code: types.CodeType) -> None:
     if isinstance(getattr(forward, "__code__", None), types.CodeType):
         hide_code(forward.__code__)
     for const in new_code.co_consts:
+        if isinstance(const, OutputCheck):  # (the backend's callable, called through it)
+            hide_code(first_call.__code__)
+            const = const.compiled
         if callable(const) and not isinstance(const, type):
             _hide_callable(const)
 

@@ -4,7 +4,9 @@ Each topic is a logger named ``dynamo.<topic>``: ``graph_code`` (generated graph
 ``guards``, ``recompiles``, ``bytecode`` (original and transformed bytecode side by side),
 ``graph_breaks`` (frames that could not be captured, with the reason and the user's file:line),
 ``kernels`` (C backend fusion report). Turn topics on with the environment variable
-``DYNAMO_LOGS=graph_code,guards`` (read at import) or with `set_logs`.
+``DYNAMO_LOGS=graph_code,guards`` (read at import) or with `set_logs`. A topic that is off still
+passes WARNING records: npdynamo's own diagnostics (`dynamo.diagnostics`), which never go
+through Python's `warnings`.
 """
 
 from __future__ import annotations

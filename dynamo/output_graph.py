@@ -26,6 +26,7 @@ from fx.symbolic import MIN_DYNAMIC_SIZE, ShapeEnv, Sym, expression, is_symbolic
 
 from . import config, dump, repro
 from .exc import BackendError, Unsupported
+from .output_check import OutputCheck
 from .dynamic_shapes import dynamic_dims
 from .guards import Guard
 from .source import SizeFactSource, Source
@@ -353,22 +354,28 @@ class OutputGraph:
         where = (f"{self.code_name} ({self.code.co_filename}:{self.code.co_firstlineno})"
                  if self.code is not None else self.code_name)
         t0 = time.perf_counter()
+        backend_name = repr(getattr(self.backend, '__name__', self.backend))
         try:
             compiled = self.backend(gm, example_inputs)
         except Exception as exc:
             if snapshot is not None:
                 repro.backend_failed(*snapshot, example_inputs, self.backend, where, exc)
-            raise BackendError(f"backend {getattr(self.backend, '__name__', self.backend)!r} failed: "
+            raise BackendError(f"backend {backend_name} failed: "
                                f"{type(exc).__name__}: {exc}") from exc
         if not callable(compiled):
-            raise BackendError(f"backend returned {type(compiled).__name__}, expected a callable")
-        if compiled is gm.forward:
+            raise BackendError(f"backend {backend_name} returned {type(compiled).__name__}, "
+                               f"expected a callable")
+        generated = compiled is gm.forward
+        if generated:
             # Shown in the transformed bytecode as LOAD_CONST <function graph_f_0 ...>.
             compiled.__qualname__ = compiled.__name__ = gm_name
         else:
             compiled = _not_traced(compiled)
         if snapshot is not None:
             compiled = repro.checked(*snapshot, compiled, self.backend, where)
+        if not generated:  # (npdynamo's generated forward returns the graph's outputs)
+            compiled = OutputCheck(compiled, [n.meta.get("val") for n in outputs], single_output,
+                                   f"backend {backend_name} (graph {gm_name} of {where})")
         t1 = time.perf_counter()
         for placeholder in self.graph.find_nodes(op="placeholder"):
             if placeholder.meta.get("guard_layout"):

@@ -142,9 +142,9 @@ def backend_failed(records: list, attrs: dict, example_inputs: list, backend: An
 
 
 def _warn(message: str) -> None:
-    from .convert_frame import _warn_at_user_code
+    from .diagnostics import diagnose
 
-    _warn_at_user_code(f"npdynamo: {message}", AccuracyWarning)
+    diagnose("graph_code", f"npdynamo: {message}", AccuracyWarning)
 
 
 # Repro directories ----------------------------------------------------------------------------

@@ -28,6 +28,8 @@ import numpy as np
 from bytecode import CellVar, FreeVar, Instr, Label
 from bytecode.instr import BinaryOp, Compare
 
+from fx.codegen_names import held_by
+
 from . import compat, config
 from . import instructions as ins
 from .bytecode_analysis import code_info
@@ -1505,7 +1507,7 @@ def _module_attribute(fn: Any) -> bool:
     """`fn` is what its module's namespace holds under its name (so dropping a reference to it
     frees nothing)."""
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    return module is not None and getattr(module, getattr(fn, "__name__", ""), None) is fn
+    return module is not None and held_by(module, getattr(fn, "__name__", "")) is fn
 
 
 def _object_may_run_code(obj: Any) -> bool:

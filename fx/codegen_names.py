@@ -33,8 +33,8 @@ from .node import Node
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["Namespace", "PythonCode", "candidate_name", "dtype_text", "qualified_name",
-           "numpy_path", "generate", "paced_frees"]
+__all__ = ["Namespace", "PythonCode", "candidate_name", "dtype_text", "held_by",
+           "qualified_name", "numpy_path", "generate", "paced_frees"]
 
 # Names the generated code refers to by themselves: no node or global may take them.
 RESERVED = frozenset(
@@ -100,13 +100,21 @@ _NUMPY_NAMESPACES = (("numpy", np), ("numpy.linalg", np.linalg), ("numpy.fft", n
                      ("numpy.random", np.random))
 
 
+def held_by(module: Any, name: str) -> Any:
+    """What `module`'s namespace holds under `name` (None if nothing), read from its dict: a
+    module-level ``__getattr__`` is never called. NumPy's warns for deprecated and future names
+    (``numpy.object``: FutureWarning, ``numpy.chararray``: DeprecationWarning), and a warning of
+    the compiler's would reach the user's program (an error under ``-W error``)."""
+    return vars(module).get(name)
+
+
 def numpy_path(obj: Any) -> str | None:
     """``"numpy.linalg.norm"`` if ``obj`` is reachable under that public name, else None."""
     name = getattr(obj, "__name__", None)
     if not isinstance(name, str):
         return None
     for prefix, module in _NUMPY_NAMESPACES:
-        if getattr(module, name, None) is obj:
+        if held_by(module, name) is obj:
             return f"{prefix}.{name}"
     # Methods of NumPy objects, e.g. numpy.add.reduce (bound methods compare equal, not `is`).
     owner = getattr(obj, "__self__", None)
@@ -122,9 +130,9 @@ def qualified_name(target: Any) -> str:
     if path:
         return path
     name = getattr(target, "__name__", None)
-    if name and getattr(operator, name, None) is target:
+    if name and held_by(operator, name) is target:
         return f"operator.{name}"
-    if name and getattr(builtins, name, None) is target:
+    if name and held_by(builtins, name) is target:
         return name
     module = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", name)
@@ -273,7 +281,7 @@ class _Writer:
         if path:
             return path
         name = getattr(v, "__name__", None)
-        if isinstance(name, str) and getattr(operator, name, None) is v:
+        if isinstance(name, str) and held_by(operator, name) is v:
             return f"operator.{name}"
         return self.add_global(v, name if isinstance(name, str) else type(v).__name__)
 

@@ -16,3 +16,13 @@ if os.environ["DYNAMO_GUARD_SELF_CHECK"] == "1" and "dynamo.config" in sys.modul
     # dynamo was imported before this file (e.g. by the dynamo pytest plugin): too late for the
     # environment variable, so switch the option itself
     sys.modules["dynamo.config"].guard_self_check = True
+
+# npdynamo's own diagnostics (an internal error's fallback, a cache limit) go to logging only by
+# default, so a user's program cannot see them. The suite asks for them as warnings too
+# (dynamo.config.emit_warnings): many tests catch an internal error through its warning, e.g.
+# with warnings.simplefilter("error"). The default is tested in
+# tests/dynamo/test_no_warnings_leak.py (and by the -W error lane of .ci/run, which sets
+# DYNAMO_EMIT_WARNINGS=0). Subprocesses inherit it.
+os.environ.setdefault("DYNAMO_EMIT_WARNINGS", "1")
+if os.environ["DYNAMO_EMIT_WARNINGS"] == "1" and "dynamo.config" in sys.modules:
+    sys.modules["dynamo.config"].emit_warnings = True  # (imported before this file: see above)

@@ -10,6 +10,7 @@ import functools
 import inspect
 import math
 import operator
+import sys
 import types
 from types import ModuleType
 from typing import Any, Callable
@@ -99,6 +100,11 @@ class NumpyFunctionVariable(VariableTracker):
         return super().var_getattr(tx, name)
 
 
+#: The tables of names NumPy's module ``__getattr__`` serves (it raises AttributeError for others).
+_NUMPY_LAZY = ("__expired_attributes__", "__former_attrs__", "__future_scalars__",
+               "__deprecated_attrs__", "__numpy_submodules__")
+
+
 class PythonModuleVariable(VariableTracker):
     """A module: ``np``, ``np.linalg``, ``math``; attributes are looked up at trace time."""
 
@@ -116,12 +122,33 @@ class PythonModuleVariable(VariableTracker):
         name = self.module.__name__
         return name == "numpy" or name.startswith("numpy.")
 
+    def _attribute(self, name: str, missing: Any) -> Any:
+        """The attribute, read without running the module's ``__getattr__``: NumPy's warns for
+        deprecated names (``np.chararray``, ``np.object``) and imports subpackages, and at trace
+        time that warning would be an extra one, from npdynamo's line (an error under
+        ``-W error``). A name only ``__getattr__`` provides (other than an imported submodule)
+        is a graph break: the program's own access runs in Python, at its line. NumPy's
+        ``__getattr__`` serves the names of its tables (expired, former and future names, lazy
+        submodules) and raises AttributeError for any other: such a name is missing."""
+        namespace = vars(self.module)
+        if name in namespace:
+            return namespace[name]
+        submodule = sys.modules.get(f"{self.module.__name__}.{name}")
+        if submodule is not None:
+            return submodule
+        if "__getattr__" not in namespace:
+            return getattr(self.module, name, missing)  # (a module subclass's own attributes)
+        if self.is_numpy and not any(name in namespace.get(table, ()) for table in _NUMPY_LAZY):
+            return missing
+        raise Unsupported(f"{self.describe()}.{name} is computed by the module's __getattr__ "
+                          f"(which may warn or import); it runs in Python")
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         from ..source import AttrSource
         from .builder import VariableBuilder, wrap_constant
 
         missing = object()
-        value = getattr(self.module, name, missing)
+        value = self._attribute(name, missing)
         if value is missing:
             raise user_error(AttributeError,
                              f"module {self.module.__name__!r} has no attribute {name!r}")

@@ -213,12 +213,39 @@ def _symbolic_basic(call: Call, x: ArrayMeta, index: Any, entries: list) -> tupl
     return res, tuple(out)
 
 
+def _is_field_index(index: Any) -> bool:
+    """A field name (``a["x"]``) or a list of them (``a[["x", "y"]]``) of a structured array."""
+    return isinstance(index, str) or (isinstance(index, list) and bool(index)
+                                      and all(isinstance(e, str) for e in index))
+
+
+def _field(x: ArrayMeta, index: Any) -> ArrayMeta:
+    """``x["name"]``: a view of one field, of the field's dtype, with the array's shape (and
+    the field's own subarray dimensions after it), whatever the array's sizes are (symbolic
+    after a boolean mask: ``a[ids > 2]["x"]``). NumPy reads the field on a one-element array
+    of the dtype, so it rejects what it would reject. A list of names gives a view with the
+    fields' offsets, which the rules do not model: not supported."""
+    if isinstance(index, list):
+        raise RuleError(f"a multi-field index of a structured array (x[{index!r}]: a view with "
+                        f"the fields' offsets) is not supported")
+    try:
+        one = np.zeros(1, x.dtype)
+        probe = one[0][index] if x.is_scalar else one[index]
+    except Exception as exc:  # (no such field, not a structured dtype)
+        raise RuleError(f"NumPy rejects x[{index!r}]: {type(exc).__name__}: {exc}") from exc
+    if x.is_scalar:
+        return ArrayMeta(probe.dtype, probe.shape, isinstance(probe, np.generic))
+    return ArrayMeta(probe.dtype, tuple(x.shape) + probe.shape[1:], False)
+
+
 @register(operator.getitem)
 @symbolic
 def _getitem_rule(call: Call) -> Result:
     x, index = call.args
     if not isinstance(x, ArrayMeta):
         raise RuleError("getitem rule needs a traced array")
+    if _is_field_index(index):
+        return _field(x, index)
     res, shape = _target(call, x, index)
     if res is None:
         return ArrayMeta(x.dtype, shape, False)
@@ -252,7 +279,11 @@ def _setitem_rule(call: Call) -> Result:
                             "values as True entries (data-dependent)")
         _check_value_cast(call, x.dtype, value)
         return None
-    res, shape = _target(call, x, index)
+    if _is_field_index(index):
+        field = _field(x, index)
+        res, shape, dtype = None, field.shape, field.dtype
+    else:
+        (res, shape), dtype = _target(call, x, index), x.dtype
     vshape = shape_of(value, "value")
     if isinstance(res, np.generic) and vshape != ():
         # a single element (every dimension indexed by an integer) takes only 0-d values
@@ -263,7 +294,7 @@ def _setitem_rule(call: Call) -> Result:
     if broadcast(vshape, shape, what="value and indexed target") != shape:
         raise RuleError(f"ValueError: could not broadcast value of shape {vshape} into "
                         f"shape {shape}")
-    _check_value_cast(call, x.dtype, value)
+    _check_value_cast(call, dtype, value)
     return None
 
 

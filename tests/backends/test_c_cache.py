@@ -23,8 +23,10 @@ import pytest
 
 from dynamo.backends.c import cache
 from dynamo.backends.c.build import FPENV_GUARD, BuildOptions, build_library
+from support.diagnostics import diagnostics_as_warnings  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = [pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc"),
+              pytest.mark.usefixtures("diagnostics_as_warnings")]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,6 +19,7 @@ from fx.passes.shape_prop import propagate_shapes
 from dynamo.backends.c import CBackendWarning, make_backend
 from dynamo.backends.c.config import UnknownOption
 from support.c_graphs import build
+from support.diagnostics import diagnostics_as_warnings  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -170,7 +171,7 @@ def test_report_is_logged_on_dynamo_kernels(caplog):
     assert str(gm.meta["fusion_report"]).startswith("fusion report")
 
 
-def test_missing_compiler_falls_back_to_eager_with_warning(tmp_path):
+def test_missing_compiler_falls_back_to_eager_with_warning(tmp_path, diagnostics_as_warnings):
     with pytest.warns(CBackendWarning):
         gm, f = build(lambda x: x * 3.0 - 0.25, [X], compiler=str(tmp_path / "no-such-cc"))
     same(f(X), gm.forward(X))

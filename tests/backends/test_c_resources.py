@@ -29,8 +29,10 @@ import pytest
 
 from dynamo.backends.c import build, cache, toolchain
 from dynamo.backends.c.build import BuildOptions, build_library
+from support.diagnostics import diagnostics_as_warnings  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+pytestmark = [pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc"),
+              pytest.mark.usefixtures("diagnostics_as_warnings")]
 
 REPO = Path(__file__).resolve().parents[2]
 TWICE_CDEF = "void twice(const double *x, double *out, long n);"

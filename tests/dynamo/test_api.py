@@ -330,7 +330,7 @@ def test_backend_error_falls_back_with_warning():
         raise RuntimeError("boom")
 
     cf = dynamo.compile(lambda x: np.exp(x), backend=broken)
-    with pytest.warns(RuntimeWarning, match="boom"):
+    with dynamo.config.patch(emit_warnings=True), pytest.warns(RuntimeWarning, match="boom"):
         assert_same(cf(np.ones(2)), np.exp(np.ones(2)))
 
 
@@ -350,7 +350,7 @@ def test_recompile_limit_switches_to_run_only_with_one_warning():
         return x + 1
 
     cf = dynamo.compile(f, backend=backend, dynamic=False)  # every length a new version
-    with dynamo.config.patch(cache_size_limit=3):
+    with dynamo.config.patch(cache_size_limit=3, emit_warnings=True):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             for n in range(1, 7):
@@ -465,7 +465,7 @@ def test_the_internal_error_warning_points_at_the_users_call():
         return np.sin(x) + 1
 
     compiled = dynamo.compile(f, backend=broken_backend)
-    with warnings.catch_warnings(record=True) as caught:
+    with dynamo.config.patch(emit_warnings=True), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert_same(compiled(np.ones(3)), np.sin(np.ones(3)) + 1)
     (warning,) = [w for w in caught if "internal error" in str(w.message)]

@@ -44,7 +44,8 @@ def test_a_failed_compile_is_not_asked_again(asked):
         raise RuntimeError("this backend always fails")
 
     x = np.linspace(0, 1, 5)
-    with warnings.catch_warnings(record=True) as caught:
+    with dynamo.config.patch(emit_warnings=True), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
             with dynamo.optimize(broken):

@@ -265,7 +265,9 @@ import dynamo
 from dynamo import _C
 
 DURATION, SEED = float(sys.argv[1]), int(sys.argv[2])
-assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+# Python's own handler (KeyboardInterrupt), installed here: a process started in the background
+# by a shell inherits SIGINT ignored, and Python then leaves it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.setswitchinterval(1e-4)  # the storm thread gets the GIL within 0.1 ms: it can aim
 reports = []
 sys.unraisablehook = lambda u: reports.append(f"{u.exc_type.__name__} in {u.object!r}")

@@ -280,18 +280,18 @@ def test_backend_failure_is_remembered_per_backend():
         return np.exp(x) + 1
 
     x = np.ones(4)
-    with pytest.warns(RuntimeWarning, match="boom"):
+    with config.patch(emit_warnings=True), pytest.warns(RuntimeWarning, match="boom"):
         np.testing.assert_array_equal(dynamo.compile(f, backend=broken)(x), f(x))
     good = Counter()
     np.testing.assert_array_equal(dynamo.compile(f, backend=good)(x), f(x))
     assert good.count == 1
-    with warnings.catch_warnings():
+    with config.patch(emit_warnings=True), warnings.catch_warnings():
         warnings.simplefilter("error")  # remembered: no second attempt, no second warning
         np.testing.assert_array_equal(dynamo.compile(f, backend=broken)(x), f(x))
         np.testing.assert_array_equal(dynamo.compile(f, backend=good)(x), f(x))
     assert len(calls) == 1 and good.count == 1
     dynamo.reset()  # forgets the failure: the broken backend is tried again
-    with pytest.warns(RuntimeWarning, match="boom"):
+    with config.patch(emit_warnings=True), pytest.warns(RuntimeWarning, match="boom"):
         dynamo.compile(f, backend=broken)(x)
     assert len(calls) == 2
 

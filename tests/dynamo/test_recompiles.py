@@ -76,8 +76,11 @@ def _shapes_fn(x):
 
 
 def test_limit_warning_points_at_the_call_site_and_names_the_guard():
+    # (a warning only when asked for: by default the message goes to logging, see
+    # test_no_warnings_leak.py)
     compiled = dynamo.compile(_shapes_fn, dynamic=False)
-    with config.patch(cache_size_limit=3), warnings.catch_warnings(record=True) as caught:
+    with config.patch(cache_size_limit=3, emit_warnings=True), \
+            warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 7):
             np.testing.assert_array_equal(compiled(np.ones(n)), np.sin(np.ones(n)) + 1)  # CALL
@@ -116,7 +119,7 @@ def _make(i):
 
 def test_accumulated_limit_over_all_functions():
     fns = [_make(i) for i in range(4)]
-    with config.patch(accumulated_cache_size_limit=3), \
+    with config.patch(accumulated_cache_size_limit=3, emit_warnings=True), \
             warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for fn in fns:

@@ -65,7 +65,9 @@ def collect(programs: list[Program] = PROGRAMS, backend: str = "eager") -> list[
         for case in prog.cases:
             args, kwargs = copy.deepcopy((case.args, case.kwargs))
             start = time.perf_counter()
-            with warnings.catch_warnings(record=True) as caught, \
+            # (npdynamo's diagnostics as warnings, to be counted: internal errors, limits)
+            with dynamo.config.patch(emit_warnings=True), \
+                    warnings.catch_warnings(record=True) as caught, \
                     contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("always")
                 try:

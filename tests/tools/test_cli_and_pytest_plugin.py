@@ -140,14 +140,20 @@ def test_the_plugin_rejects_bad_options(test_file):
 
 def test_compare_reports_a_test_whose_outcome_npdynamo_changes(tmp_path):
     # A backend that computes something else: the outcome changes, and --dynamo-compare says so.
+    # (Zeros of each output's own dtype: a bool output times 0 would be an int, which npdynamo's
+    # check of a backend's outputs reports as a BackendError before any value is compared.)
     (tmp_path / "conftest.py").write_text(textwrap.dedent("""
+        import numpy as np
         import dynamo
+
+        def zero(o):
+            return type(o)(0) if isinstance(o, np.generic) else np.zeros_like(o)
 
         @dynamo.register_backend("wrong")
         def wrong(gm, example_inputs):
             def run(*args):
                 out = gm.forward(*args)
-                return tuple(o * 0 for o in out) if isinstance(out, tuple) else out * 0
+                return tuple(map(zero, out)) if isinstance(out, tuple) else zero(out)
             return run
     """))
     path = tmp_path / "test_wrong.py"

@@ -77,7 +77,7 @@ def test_an_unwritable_dump_dir_warns_and_compiles(tmp_path, monkeypatch):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
     monkeypatch.setattr(dump, "_failed", False)
-    with config.patch(dump_dir=str(blocker / "sub")):
+    with config.patch(dump_dir=str(blocker / "sub"), emit_warnings=True):
         with pytest.warns(RuntimeWarning, match="cannot write the dump directory"):
             got = dynamo.compile(lambda x: np.cos(x) * 2.0)(np.ones(2))
     np.testing.assert_array_equal(got, np.cos(np.ones(2)) * 2.0)
@@ -93,10 +93,10 @@ def test_a_warning_at_a_frame_without_a_line_number_does_not_fail():
     # number gave None and the warning itself raised TypeError: CPython's test_traceback)
     import types
 
-    from dynamo.convert_frame import _warn_at_user_code
+    from dynamo.diagnostics import warn_at_user_code
 
     def caller():
-        return _warn_at_user_code("npdynamo: a test warning", RuntimeWarning)
+        return warn_at_user_code("npdynamo: a test warning", RuntimeWarning)
 
     code = caller.__code__.replace(co_linetable=b"")  # no line numbers at all
     lineless = types.FunctionType(code, caller.__globals__, "caller", None, caller.__closure__)

@@ -1,7 +1,8 @@
 """dynamo.config.check_accuracy, repro directories and the minifier (issue 10).
 
 A deliberately wrong backend (tests/support/bad_backends.py) must be caught on the call, named
-in an AccuracyWarning with a repro directory; the repro reruns in a fresh process and fails
+in an AccuracyWarning with a repro directory (these tests ask for npdynamo's diagnostics as
+warnings: ``emit_warnings=True``); the repro reruns in a fresh process and fails
 there; `python -m dynamo minify` shrinks it to the one operation that is wrong. Correct
 backends (eager, C) raise no warning.
 """
@@ -48,7 +49,8 @@ def _run(fn, backend, *args):
 
 @pytest.fixture
 def repro_dir(tmp_path):
-    with config.patch(check_accuracy=True, repro_dir=str(tmp_path / "repros")):
+    with config.patch(check_accuracy=True, repro_dir=str(tmp_path / "repros"),
+                      emit_warnings=True):
         yield tmp_path / "repros"
 
 

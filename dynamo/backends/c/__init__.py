@@ -46,7 +46,6 @@ import dataclasses
 import logging
 import threading
 import time
-import warnings
 from math import prod
 from typing import Any, Callable, Sequence
 
@@ -55,6 +54,8 @@ import numpy as np
 from fx.meta import ArrayMeta
 from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
 from fx.weak import IdentityMap
+
+from ...diagnostics import diagnose
 
 # The build layer (and the stdlib modules it needs: subprocess, pathlib, json, ...) is imported
 # with the backend, not inside the first compile: a disk-cache hit in a new process then costs
@@ -440,8 +441,8 @@ def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
             build_note = ("loaded from disk cache" if lib.from_cache else "compiled") + \
                 f" in {lib.build_seconds * 1e3:.1f} ms"
         except Exception as exc:  # no compiler / build error: the graph still runs, eagerly
-            warnings.warn(f"C backend: building kernels failed ({type(exc).__name__}: {exc}); "
-                          "running this graph with NumPy", CBackendWarning, stacklevel=3)
+            diagnose("kernels", f"C backend: building kernels failed ({type(exc).__name__}: "
+                     f"{exc}); running this graph with NumPy", CBackendWarning)
             report = build_report(plan, {}, notes, build_note=f"failed: {exc}")
             gm.meta["fusion_report"] = report
             log.info("%s", report)

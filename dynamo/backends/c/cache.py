@@ -46,8 +46,9 @@ import stat
 import sys
 import tempfile
 import threading
-import warnings
 from pathlib import Path
+
+from ...diagnostics import diagnose
 
 __all__ = [
     "checked",
@@ -136,12 +137,12 @@ def cache_root(requested: Path | None = None) -> Path:
             chosen = requested
         else:
             chosen = _private_tempdir()
-            warnings.warn(
+            diagnose(
+                "kernels",
                 f"npdynamo: refusing kernel cache directory {requested}: {reason}. Kernels are "
                 f"built in the private directory {chosen} for this process only. Fix the "
                 f"directory (chown it to yourself, chmod 700) or set {CACHE_DIR_ENV}.",
                 CacheDirWarning,
-                stacklevel=3,
             )
         _roots[memo] = chosen
         return chosen
@@ -188,13 +189,13 @@ def checked(kcache: "KernelCache", key: str | None = None,
         private = _private_cache_root()
         if str(path) not in _warned_dirs:
             _warned_dirs.add(str(path))
-            warnings.warn(
+            diagnose(
+                "kernels",
                 f"npdynamo: refusing kernel cache directory {path}: {reason}. Kernels are "
                 f"built in the private directory {private} for this process only. Fix the "
                 f"directory (chown it to yourself, chmod 700, or remove it) or set "
                 f"{CACHE_DIR_ENV}.",
                 CacheDirWarning,
-                stacklevel=4,
             )
         return KernelCache(private)
     return kcache
@@ -298,11 +299,11 @@ class KernelCache:
         """Warn about a bad entry (or a plain file where a cache directory belongs) and move it
         out of the way (another process may be loading it, so it is renamed first: open/mapped
         files stay valid after the directory is removed)."""
-        warnings.warn(
+        diagnose(
+            "kernels",
             f"npdynamo: kernel cache entry {entry} is corrupt ({problem}); moving it aside "
             "and rebuilding it.",
             CorruptCacheEntryWarning,
-            stacklevel=4,
         )
         trash = entry.with_name(f".trash-{entry.name[:16]}-{os.getpid()}-{os.urandom(4).hex()}")
         try:

@@ -21,6 +21,7 @@ kernel).
 
 from __future__ import annotations
 
+import re
 from math import prod
 from typing import Any, Callable, Container
 
@@ -531,12 +532,13 @@ def slot_name(v: Op) -> str:
 
 
 def numpy_loop_slots(kernels: list[Kernel]) -> list[tuple[str, np.dtype]]:
-    """The NumPy loops a module's kernels call, in the order of its table (`module_source`)."""
-    used = set()
-    for k in kernels:
-        values = k.outputs if k.kind == "pointwise" else k.values
-        used.update((v.name, np.dtype(v.dtype)) for v in walk(values) if _calls_numpy(v))
-    return sorted(used, key=lambda p: (p[0], p[1].str))
+    """The NumPy loops a module's kernels call (read from their C), in the order of its table
+    (`module_source`)."""
+    used = {m for k in kernels for m in _NUMPY_CALL.findall(kernel_source(k))}
+    return [(name, np.dtype(code)) for name, code in sorted(used)]
+
+
+_NUMPY_CALL = re.compile(r"DYN_NUMPY\d\((\w+)_(f\d)\b")
 
 
 _NUMPY_CALLS = """\

@@ -395,6 +395,18 @@ static inline uint64_t dyn_bits_f(float x) { uint32_t i; __builtin_memcpy(&i, &x
 """
 
 
+def _read(v: Value, preset: dict, load: Callable[[Load], str],
+          rowref: Callable[[RowRef], str]) -> str | None:
+    """The C that reads ``v`` when it is not computed here (preset, a load, a row result)."""
+    if v in preset:
+        return preset[v]
+    if isinstance(v, Load):
+        return load(v)
+    if isinstance(v, RowRef):
+        return rowref(v)
+    return None
+
+
 def _body(values: list[Value], load: Callable[[Load], str], indent: str,
           rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}",
           preset: dict | None = None) -> tuple[list[str], dict]:
@@ -405,16 +417,11 @@ def _body(values: list[Value], load: Callable[[Load], str], indent: str,
     names: dict[Value, str] = {}
     preset = preset or {}
     for i, v in enumerate(walk(values, preset)):
-        if v in preset:
-            expr = preset[v]
-        elif isinstance(v, Load):
-            expr = load(v)
-        elif isinstance(v, RowRef):
-            expr = rowref(v)
-        elif isinstance(v, Const):
+        if isinstance(v, Const):
             names[v] = _const(v)
             continue
-        else:
+        expr = _read(v, preset, load, rowref)
+        if expr is None:
             expr = OPS[v.name]([names[a] for a in v.args], v)
         name = f"v{i}"
         lines.append(f"{indent}const {ctype(v.dtype)} {name} = {expr};")
@@ -500,16 +507,10 @@ def _element_loop(stores: list[tuple[Value, str]], load: Callable[[Load], str], 
                 if buffered.get(v) == s:  # an operand of a NumPy loop
                     L.append(f"{inner}    t{index[v]}[j - c0] = {names[v]};")
                 continue
-            if v in preset:
-                expr = preset[v]
-            elif isinstance(v, Load):
-                expr = load(v)
-            elif isinstance(v, RowRef):
-                expr = rowref(v)
-            elif home[v] < s or _calls_numpy(v):
-                expr = f"t{index[v]}[j - c0]"
-            else:
-                expr = OPS[v.name]([names[a] for a in v.args], v)
+            expr = _read(v, preset, load, rowref)
+            if expr is None:
+                expr = (f"t{index[v]}[j - c0]" if home[v] < s or _calls_numpy(v)
+                        else OPS[v.name]([names[a] for a in v.args], v))
             names[v] = f"v{index[v]}"
             L.append(f"{inner}    const {ctype(v.dtype)} v{index[v]} = {expr};")
             if buffered.get(v) == s and not _calls_numpy(v):

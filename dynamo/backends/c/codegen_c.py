@@ -11,7 +11,11 @@ Semantics follow NumPy's loops, not C's: signed integer arithmetic goes through 
 (wrap-around instead of undefined behaviour), float comparisons use the quiet ``isless`` family
 (no spurious 'invalid' flag on NaN), maximum/minimum propagate NaN like NumPy, and floating sums
 use NumPy's pairwise summation (8 accumulators over blocks of 128, halves combined) over the
-rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit. Values that may
+rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit. Math functions
+whose last bit is the implementation's own (exp, sin, ...: `NUMPY_LOOP`) are NumPy's own inner
+loops, called on blocks of values between stages of the element loop (`_element_loop`); a
+module that calls any exports ``npdynamo_set_numpy_loops``, which `compile_graph` calls once
+after loading with the loops' addresses (`numpy_loops.py`). Values that may
 raise FP flags but whose results nothing stored needs (a `where` branch, ``v > v``) are kept
 alive through a flag sink (`forced_values`), so every element is computed, as in NumPy.
 Each kernel's body is outlined into ``<name>_region``, called directly when ``par`` is 0 and from

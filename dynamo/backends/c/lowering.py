@@ -15,7 +15,8 @@ powers, float powers NumPy computes with its own pow (all but 2, -1, 0.5, 0, 1; 
 wherever NumPy uses pow for them: a NumPy scalar's ``**``, and on NumPy <= 2.2 ``np.power``
 and integer bases, see `power_loop_special_cases`), integer arithmetic operators on NumPy
 scalars (scalar math warns on overflow), keyword arguments such as ``out=``/``dtype=``/
-``where=``, empty max/min/mean.
+``where=``, empty max/min/mean, and math functions the kernel computes with NumPy's own loop
+(`codegen_c.NUMPY_LOOP`) when that loop cannot be used from C (`numpy_loops.numpy_loop`).
 """
 
 from __future__ import annotations

@@ -28,9 +28,9 @@ class Kernel:
     variant of `fn` (same results) when `numba.njit(fn)` cannot compile `fn` itself; None means:
     try `fn`. The suite's own helpers a kernel calls are jitted too (a helper's
     ``numba_variant`` attribute, if set, replaces it: `run_suite.numba_version`).
-    `transcendental`: the result goes through exp/log/sin/tanh/..., which the C backend computes
-    within a few ULP of NumPy (docs/c_backend.md section 3), so C results are compared with a ULP
-    tolerance instead of bit for bit.
+    `transcendental`: the result goes through exp/log/sin/tanh/... (informative: the C backend
+    calls NumPy's own loops for them, so its results are compared bit for bit like the others,
+    docs/c_backend.md section 3).
     """
 
     name: str

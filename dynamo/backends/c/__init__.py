@@ -62,11 +62,12 @@ from ...diagnostics import diagnose
 # only the graph work plus a dlopen (measured: ~14 ms for a 30-op graph instead of ~35 ms).
 from . import build as _build_layer
 from .cache import read_verdicts, record_verdict
-from .codegen_c import cdef_for, module_source
+from .codegen_c import cdef_for, module_source, numpy_loop_slots
 from .config import COptions, resolve_options
 from .fusion import FusionPlan, plan_fusion
 from .kernel import PointwiseRunner, ReductionRunner, fp_warn_mask
 from .loop_ir import Kernel, PointwiseKernel, walk
+from .numpy_loops import numpy_loop_table
 from .program import Program
 from .report import FusionReport, build_report
 
@@ -285,6 +286,9 @@ def _build(kernels: list[Kernel], opts: COptions) -> tuple[Any, str]:
     cflags = base + vec + tuple(opts.cflags)
     lib = build_library(src, cdef_for(kernels), BuildOptions(
         compiler=opts.compiler, cflags=cflags, fastmath=opts.fastmath, openmp=True))
+    slots = numpy_loop_slots(kernels)
+    if slots:  # the library copies the table: it need not outlive this call
+        lib.lib.npdynamo_set_numpy_loops(numpy_loop_table(lib.ffi, slots))
     return lib, src
 
 

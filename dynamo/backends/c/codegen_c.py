@@ -11,7 +11,11 @@ Semantics follow NumPy's loops, not C's: signed integer arithmetic goes through 
 (wrap-around instead of undefined behaviour), float comparisons use the quiet ``isless`` family
 (no spurious 'invalid' flag on NaN), maximum/minimum propagate NaN like NumPy, and floating sums
 use NumPy's pairwise summation (8 accumulators over blocks of 128, halves combined) over the
-rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit. Values that may
+rows `kernel.py` lays out in NumPy's order, so results match NumPy bit for bit. Math functions
+whose last bit is the implementation's own (exp, sin, ...: `NUMPY_LOOP`) are NumPy's own inner
+loops, called on blocks of values between stages of the element loop (`_element_loop`); a
+module that calls any exports ``npdynamo_set_numpy_loops``, which `compile_graph` calls once
+after loading with the loops' addresses (`numpy_loops.py`). Values that may
 raise FP flags but whose results nothing stored needs (a `where` branch, ``v > v``) are kept
 alive through a flag sink (`forced_values`), so every element is computed, as in NumPy.
 Each kernel's body is outlined into ``<name>_region``, called directly when ``par`` is 0 and from
@@ -21,6 +25,7 @@ kernel).
 
 from __future__ import annotations
 
+import re
 from math import prod
 from typing import Any, Callable, Container
 
@@ -40,7 +45,8 @@ from .loop_ir import (
     walk,
 )
 
-__all__ = ["OPS", "ctype", "kernel_source", "module_source", "cdef_for", "FLOAT_MATH"]
+__all__ = ["OPS", "ctype", "kernel_source", "module_source", "cdef_for", "FLOAT_MATH",
+           "NUMPY_LOOP", "numpy_loop_slots"]
 
 _CTYPES = {
     "?": "uint8_t", "i1": "int8_t", "i2": "int16_t", "i4": "int32_t", "i8": "int64_t",
@@ -220,6 +226,20 @@ FLOAT_MATH = {
     "copysign": "copysign", "fmax": "fmax", "fmin": "fmin", "fmod": "fmod",
 }
 
+#: Math NumPy computes with plain IEEE operations (correctly rounded or exact by definition), so
+#: C's function gives NumPy's bits: these stay C (gcc inlines or vectorises them).
+IEEE_EXACT_MATH = frozenset({"sqrt", "floor", "ceil", "trunc", "rint", "copysign", "fmax",
+                             "fmin", "fmod"})
+#: Math whose last bit is the implementation's own (NumPy's SIMD loops and libm/libmvec differ by
+#: 1-6 ULP): a kernel calls NumPy's own inner loop on a block of values (`_element_loop`).
+NUMPY_LOOP = frozenset(FLOAT_MATH) - IEEE_EXACT_MATH
+
+
+def _numpy_only(a: list[str], op: Op) -> str:
+    raise ValueError(f"{op.name} is computed by NumPy's loop on a block (_element_loop), "
+                     "never inline")
+
+
 #: Op name -> printer. Lowering only emits names present here.
 OPS: dict[str, OpPrinter] = {
     "add": _bool_or(_wrap("+"), "|"),
@@ -260,6 +280,7 @@ OPS: dict[str, OpPrinter] = {
     "cast": _cast,
     "powi": _powi,
     **{name: _libm(fn) for name, fn in FLOAT_MATH.items() if name not in ("fmax", "fmin")},
+    **{name: _numpy_only for name in NUMPY_LOOP},
 }
 
 
@@ -378,6 +399,18 @@ static inline uint64_t dyn_bits_f(float x) { uint32_t i; __builtin_memcpy(&i, &x
 """
 
 
+def _read(v: Value, preset: dict, load: Callable[[Load], str],
+          rowref: Callable[[RowRef], str]) -> str | None:
+    """The C that reads ``v`` when it is not computed here (preset, a load, a row result)."""
+    if v in preset:
+        return preset[v]
+    if isinstance(v, Load):
+        return load(v)
+    if isinstance(v, RowRef):
+        return rowref(v)
+    return None
+
+
 def _body(values: list[Value], load: Callable[[Load], str], indent: str,
           rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}",
           preset: dict | None = None) -> tuple[list[str], dict]:
@@ -388,16 +421,11 @@ def _body(values: list[Value], load: Callable[[Load], str], indent: str,
     names: dict[Value, str] = {}
     preset = preset or {}
     for i, v in enumerate(walk(values, preset)):
-        if v in preset:
-            expr = preset[v]
-        elif isinstance(v, Load):
-            expr = load(v)
-        elif isinstance(v, RowRef):
-            expr = rowref(v)
-        elif isinstance(v, Const):
+        if isinstance(v, Const):
             names[v] = _const(v)
             continue
-        else:
+        expr = _read(v, preset, load, rowref)
+        if expr is None:
             expr = OPS[v.name]([names[a] for a in v.args], v)
         name = f"v{i}"
         lines.append(f"{indent}const {ctype(v.dtype)} {name} = {expr};")
@@ -405,9 +433,148 @@ def _body(values: list[Value], load: Callable[[Load], str], indent: str,
     return lines, names
 
 
+def _calls_numpy(v: Value) -> bool:
+    return isinstance(v, Op) and v.name in NUMPY_LOOP
+
+
+#: Elements per block a kernel hands to a NumPy loop (its buffers stay in L1: 4 KiB each).
+CHUNK = 512
+
+
+def _element_loop(stores: list[tuple[Value, str]], load: Callable[[Load], str], indent: str,
+                  lo: str, hi: str, pragma: str = "", forced: list[Value] = (),
+                  rowref: Callable[[RowRef], str] = lambda r: f"r->r{r.index}",
+                  preset: dict | None = None) -> list[str]:
+    """The loop ``for (j = lo; j < hi; j++)`` computing ``stores`` (value, C lvalue) and
+    keeping ``forced`` values alive (`forced_values`), under ``pragma`` (e.g. ``omp simd``).
+
+    Without `NUMPY_LOOP` math it is one loop of `_body`. With it, the range is cut into
+    blocks of `CHUNK` elements and each block into *stages*: a stage is a plain loop over the
+    block computing what it can; between stages, each NumPy-loop op is one call of NumPy's
+    inner loop (``DYN_NUMPY<n>``) from buffers ``t<i>`` holding its operands to a buffer of its
+    results, which later stages read. An op's stage is one more than its operands' (so chains
+    of math work), values crossing stages go through their buffer, and loads are re-read."""
+    values = [v for v, _ in stores]
+    preset = preset or {}
+    order = walk(values, preset)
+    if not any(_calls_numpy(v) for v in order if v not in preset):
+        lines, names = _body(values, load, indent + "    ", rowref, preset)
+        return ([f"{indent}{pragma}"] if pragma else []) + \
+            [f"{indent}for (int64_t j = {lo}; j < {hi}; j++) {{"] + lines + \
+            _keep_lines(list(forced), names, indent + "    ") + \
+            [f"{indent}    {lv} = {names[v]};" for v, lv in stores] + [f"{indent}}}"]
+    index = {v: i for i, v in enumerate(order)}
+    home: dict[Value, int] = {}  # the stage an Op is available in (leaves: any stage)
+    for v in order:
+        if isinstance(v, Op) and v not in preset:
+            base = max((home.get(a, 0) for a in v.args), default=0)
+            home[v] = base + 1 if _calls_numpy(v) else base
+    last = max(home.values())
+    need: list[set[Value]] = [set() for _ in range(last + 1)]
+    buffered: dict[Value, int] = {}  # value -> the stage that writes its buffer
+    for v in values + list(forced):
+        need[home.get(v, 0)].add(v)
+    for s in range(last, -1, -1):
+        for v in reversed(order):
+            if v not in need[s]:
+                continue
+            if v in home and home[v] < s and not _calls_numpy(v):
+                buffered[v] = home[v]
+                need[home[v]].add(v)
+            elif _calls_numpy(v) and v not in preset:
+                for a in v.args:
+                    at = home.get(a, home[v] - 1)
+                    buffered[a] = min(buffered.get(a, at), at)
+                    need[buffered[a]].add(a)
+            elif v in home and v not in preset:
+                need[s].update(v.args)
+    inner = indent + "    "
+    L = [f"{indent}for (int64_t c0 = {lo}; c0 < {hi}; c0 += {CHUNK}) {{",
+         f"{inner}const int64_t c1 = c0 + {CHUNK} < {hi} ? c0 + {CHUNK} : {hi};"]
+    L += [f"{inner}{ctype(v.dtype)} t{index[v]}[{CHUNK}] __attribute__((aligned(64)));"
+          for v in order if v in buffered or _calls_numpy(v) and v not in preset]
+    store_at = {v: lv for v, lv in stores}
+    for s in range(last + 1):
+        for v in order:  # the NumPy loops whose operands are now complete
+            if _calls_numpy(v) and v not in preset and home[v] == s:
+                ts = [f"t{index[a]}" for a in v.args]
+                L.append(f"{inner}DYN_NUMPY{len(v.args)}({slot_name(v)}, {', '.join(ts)}, "
+                         f"t{index[v]}, c1 - c0);  /* np.{v.name}, NumPy's own loop */")
+        L += ([f"{inner}{pragma}"] if pragma else []) + \
+            [f"{inner}for (int64_t j = c0; j < c1; j++) {{"]
+        names: dict[Value, str] = {}
+        for v in order:
+            if v not in need[s]:
+                continue
+            if isinstance(v, Const):
+                names[v] = _const(v)
+                if buffered.get(v) == s:  # an operand of a NumPy loop
+                    L.append(f"{inner}    t{index[v]}[j - c0] = {names[v]};")
+                continue
+            expr = _read(v, preset, load, rowref)
+            if expr is None:
+                expr = (f"t{index[v]}[j - c0]" if home[v] < s or _calls_numpy(v)
+                        else OPS[v.name]([names[a] for a in v.args], v))
+            names[v] = f"v{index[v]}"
+            L.append(f"{inner}    const {ctype(v.dtype)} v{index[v]} = {expr};")
+            if buffered.get(v) == s and not _calls_numpy(v):
+                L.append(f"{inner}    t{index[v]}[j - c0] = v{index[v]};")
+        L += _keep_lines([v for v in forced if v in names and home.get(v, 0) == s
+                          and not _calls_numpy(v)], names, inner + "    ")
+        L += [f"{inner}    {store_at[v]} = {names[v]};" for v in values
+              if home.get(v, 0) == s]
+        L.append(f"{inner}}}")
+    return L + [f"{indent}}}"]
+
+
+def _stores(outputs: list[Value], at: str, first: int = 0) -> list[tuple[Value, str]]:
+    return [(v, f"out{first + j}[{at}]") for j, v in enumerate(outputs)]
+
+
+def slot_name(v: Op) -> str:
+    """The name of the NumPy loop an op calls, e.g. ``exp_f8`` (``DYN_NP_exp_f8`` in C)."""
+    return f"{v.name}_{np.dtype(v.dtype).str[1:]}"
+
+
+def numpy_loop_slots(kernels: list[Kernel]) -> list[tuple[str, np.dtype]]:
+    """The NumPy loops a module's kernels call (read from their C), in the order of its table
+    (`module_source`)."""
+    used = {m for k in kernels for m in _NUMPY_CALL.findall(kernel_source(k))}
+    return [(name, np.dtype(code)) for name, code in sorted(used)]
+
+
+_NUMPY_CALL = re.compile(r"DYN_NUMPY\d\((\w+)_(f\d)\b")
+
+
+_NUMPY_CALLS = """\
+/* NumPy's own inner loops (set once after loading: npdynamo_set_numpy_loops), called on blocks
+   of contiguous values, as NumPy calls them on contiguous arrays: the same bits. A loop may
+   reset the FP status flags (NumPy reads its own); the kernel's earlier flags are kept. */
+typedef void (*dyn_loop_fn)(char **, const intptr_t *, const intptr_t *, void *);
+static void *dyn_np[2 * DYN_NP_COUNT];
+void npdynamo_set_numpy_loops(void *const *t)
+{
+    for (int i = 0; i < 2 * DYN_NP_COUNT; i++) dyn_np[i] = t[i];
+}
+static void dyn_numpy(int f, char **args, int64_t n, intptr_t size)
+{
+    const intptr_t dims[1] = {(intptr_t)n}, steps[3] = {size, size, size};
+    const int before = fetestexcept(DYN_FE);
+    ((dyn_loop_fn)dyn_np[2 * f])(args, dims, steps, dyn_np[2 * f + 1]);
+    const int lost = before & ~fetestexcept(DYN_FE);
+    if (lost) feraiseexcept(lost);
+}
+#define DYN_NUMPY1(f, a, out, n) \\
+    dyn_numpy(DYN_NP_##f, (char *[]){(char *)(a), (char *)(out)}, n, sizeof *(out))
+#define DYN_NUMPY2(f, a, b, out, n) \\
+    dyn_numpy(DYN_NP_##f, (char *[]){(char *)(a), (char *)(b), (char *)(out)}, n, sizeof *(out))
+"""
+
+
 _PROLOGUE = """\
 /* generated by npdynamo's C backend (dynamo/backends/c/codegen_c.py) */
 #include <stdint.h>
+#include <stdlib.h>
 #include <math.h>
 #include <fenv.h>
 #define DYN_FE (FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID | FE_UNDERFLOW)
@@ -535,19 +702,16 @@ def pointwise_source(k: PointwiseKernel) -> str:
                     L.append(f"            const {ctype(od.dtype)} x{i} = in{i}[o{i}];")
                 else:
                     L.append(f"            const {ctype(od.dtype)} *restrict x{i} = in{i} + o{i};")
-            L.append("            #pragma omp simd" + (" reduction(|:keep)" if forced else ""))
+            pragma = "#pragma omp simd" + (" reduction(|:keep)" if forced else "")
             load = lambda v: f"x{v.operand}" if v.operand in inv else f"x{v.operand}[j]"  # noqa
         else:
             L.append("        } else {")
             L.append("            " + " ".join(
                 f"const int64_t s{i} = st{i}[nd - 1];" for i in range(n_in)))
+            pragma = ""
             load = lambda v: f"in{v.operand}[o{v.operand} + j * s{v.operand}]"  # noqa: E731
-        L.append("            for (int64_t j = j0; j < j1; j++) {")
-        lines, names = _body(k.outputs, load, "                ")
-        L += lines + _keep_lines(forced, names, "                ")
-        for j, v in enumerate(k.outputs):
-            L.append(f"                out{j}[oo + j] = {names[v]};")
-        L.append("            }")
+        L += _element_loop(_stores(k.outputs, "oo + j"), load, "            ", "j0", "j1",
+                           pragma, forced)
     L += ["        }", "    }"]
     if forced:
         L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
@@ -628,9 +792,7 @@ def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load,
           *[f"                if (rr{m} > ja && rr{m} < jb) jb = rr{m};"
             for m in range(len(order))],
           *[f"                const int64_t e{m} = ja >= rr{m} ? -rr{m} : inner - rr{m};"
-            for ld, m in slots.items() if ld.operand not in inv],
-          "                #pragma omp simd" + (" reduction(|:keep)" if forced else ""),
-          "                for (int64_t j = ja; j < jb; j++) {"]
+            for ld, m in slots.items() if ld.operand not in inv]]
 
     def load_contig(v: Load) -> str:
         if not v.roll:
@@ -638,14 +800,13 @@ def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load,
         m = slots[v]
         return f"y{m}" if v.operand in inv else f"y{m}[j + e{m}]"
 
-    lines, names = _body(k.outputs, load_contig, "                    ")
-    L += lines + _keep_lines(forced, names, "                    ")
-    L += [f"                    out{j}[oo + j] = {names[v]};" for j, v in enumerate(k.outputs)]
-    L += ["                }", "            }"]
+    L += _element_loop(_stores(k.outputs, "oo + j"), load_contig, "                ", "ja",
+                       "jb", "#pragma omp simd" + (" reduction(|:keep)" if forced else ""),
+                       forced)
+    L += ["            }"]
     # any other row: strided reads with the wrapped index computed per element
     L += ["        } else {",
-          "            " + " ".join(f"const int64_t s{i} = st{i}[nd - 1];" for i in range(n_in)),
-          "            for (int64_t j = j0; j < j1; j++) {"]
+          "            " + " ".join(f"const int64_t s{i} = st{i}[nd - 1];" for i in range(n_in))]
 
     def load_strided(v: Load) -> str:
         if not v.roll:
@@ -654,10 +815,9 @@ def _rolled_pointwise_source(k: PointwiseKernel, L: list[str], slots: dict[Load,
         return (f"in{v.operand}[q{m} + (j >= rr{m} ? j - rr{m} : j - rr{m} + inner)"
                 f" * s{v.operand}]")
 
-    lines, names = _body(k.outputs, load_strided, "                ")
-    L += lines + _keep_lines(forced, names, "                ")
-    L += [f"                out{j}[oo + j] = {names[v]};" for j, v in enumerate(k.outputs)]
-    L += ["            }", "        }", "    }"]
+    L += _element_loop(_stores(k.outputs, "oo + j"), load_strided, "            ", "j0", "j1",
+                       "", forced)
+    L += ["        }", "    }"]
     if forced:
         L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
     L += ["    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
@@ -727,6 +887,8 @@ def _reduction_functions(k: ReductionKernel, i: int, red: Reduction) -> list[str
     variants: list[tuple[str, Callable[[Load], str] | None]] = [
         ("c", lambda v: f"r->p{v.operand}[j]"),
         ("s", lambda v: f"r->p{v.operand}[j * r->s{v.operand}]")]
+    if _staged(red):  # read from the row buffer `_fill_row` filled, in every layout
+        variants = [("c", None), ("s", None)]
     if i in row_buffers(k):
         variants.append(("b", None))
     for variant, load in variants:
@@ -781,6 +943,27 @@ def _chunked_sum(c: Callable[[str], str], ind: str) -> list[str]:
             f"{ind}}}"]
 
 
+def _staged(red: Reduction) -> bool:
+    """Does this reduction's value call a NumPy loop? Then its element functions read the row
+    from a buffer filled block by block first (`_fill_row`), never compute one element."""
+    return any(_calls_numpy(v) for v in walk([red.value]))
+
+
+def _fill_row(red: Reduction, buf: str, ind: str) -> list[str]:
+    """``buf[j] = value`` over the current row (contiguous or strided operands)."""
+    L: list[str] = []
+    for variant in ("contig", "strided"):
+        if variant == "contig":
+            L += [f"{ind}if (contig) {{"]
+            pragma, load = "#pragma omp simd", lambda v: f"row.p{v.operand}[j]"
+        else:
+            L += [f"{ind}}} else {{"]
+            pragma, load = "", lambda v: f"row.p{v.operand}[j * row.s{v.operand}]"
+        L += _element_loop([(red.value, f"{buf}[j]")], load, ind, "0", "inner", pragma,
+                           rowref=lambda rr: f"row.r{rr.index}")
+    return L + [f"{ind}}}"]
+
+
 def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     """The C of one reduction over the current row; leaves the result in ``row.r<i>``."""
     name, acc = f"{k.name}_r{i}", ctype(red.acc_dtype)
@@ -789,26 +972,16 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
     L = [f"{ind}{{"]
     buffered = row_buffers(k).get(i)
     if buffered is not None:
-        # Compute the row's values once into the epilogue output (vectorised, libmvec),
-        # then sum them pairwise from there.
+        # Compute the row's values once into the epilogue output (vectorised), then sum them
+        # pairwise from there.
         n_red = len(k.reductions)
         L += [f"{ind}{acc} acc = 0;",
               f"{ind}for (int64_t q = 0; q < nrows; q++) {{",
               f"{ind}    {k.name}_at(&row, q);",
               f"{ind}    {acc} *restrict bq = out{n_red + buffered} + (o * nrows + q) * inner;",
-              f"{ind}    row.b{i} = bq;"]
-        for variant in ("contig", "strided"):
-            if variant == "contig":
-                L += [f"{ind}    if (contig) {{", f"{ind}    #pragma omp simd"]
-                load = lambda v: f"row.p{v.operand}[j]"  # noqa: E731
-            else:
-                L += [f"{ind}    }} else {{"]
-                load = lambda v: f"row.p{v.operand}[j * row.s{v.operand}]"  # noqa: E731
-            L += [f"{ind}    for (int64_t j = 0; j < inner; j++) {{"]
-            lines, names = _body([red.value], load, ind + "        ",
-                                 lambda rr: f"row.r{rr.index}")
-            L += lines + [f"{ind}        bq[j] = {names[red.value]};", f"{ind}    }}"]
-        L += [f"{ind}    }}", *_chunked_sum(lambda a: f"{name}pwb(&row, {a})", ind + "    ")]
+              f"{ind}    row.b{i} = bq;",
+              *_fill_row(red, "bq", ind + "    "),
+              *_chunked_sum(lambda a: f"{name}pwb(&row, {a})", ind + "    ")]
     elif arg:
         L += [f"{ind}int64_t best = 0, pos = 0;", f"{ind}{acc} m = 0; int stop = 0;"]
     else:
@@ -816,6 +989,8 @@ def _reduction_phase(k: ReductionKernel, i: int, red: Reduction) -> list[str]:
         L += [f"{ind}{acc} acc = {init};" if init else f"{ind}{acc} acc = 0; int first = 1;"]
     if buffered is None:
         L += [f"{ind}for (int64_t q = 0; q < nrows; q++) {{", f"{ind}    {k.name}_at(&row, q);"]
+        if _staged(red):  # the row's values first (NumPy's loops on blocks), then the phase
+            L += [f"{ind}    row.b{i} = scratch{i};", *_fill_row(red, f"scratch{i}", ind + "    ")]
     if buffered is not None:
         pass  # the phase is complete (above)
     elif red.op in ("sum", "mean") and _is_float(red.acc_dtype):
@@ -916,6 +1091,9 @@ def reduction_source(k: ReductionKernel) -> str:
     fields += "".join(f" {_red_out_ctype(r)} r{i};" for i, r in enumerate(k.reductions))
     fields += "".join(f" const {ctype(k.reductions[i].acc_dtype)} *b{i};"
                       for i in row_buffers(k))
+    # reductions of values from NumPy loops read rows from a per-thread scratch buffer
+    scratch = [i for i, r in enumerate(k.reductions) if _staged(r) and i not in row_buffers(k)]
+    fields += "".join(f" const {ctype(k.reductions[i].acc_dtype)} *b{i};" for i in scratch)
     fields += " const int64_t *S; int64_t nk, nr; const int64_t *rshape; int64_t base[%d];" % \
         max(1, n_in)
     fields += "".join(f" const void *S_ptr{i};" for i in range(n_in))
@@ -955,6 +1133,8 @@ def reduction_source(k: ReductionKernel) -> str:
           "    {",
           "    feclearexcept(FE_ALL_EXCEPT);",
           *(["    uint64_t keep = 0;"] if forced else []),
+          *[f"    {ctype(k.reductions[i].acc_dtype)} *scratch{i} = "
+            f"malloc(sizeof *scratch{i} * (inner > 0 ? inner : 1));" for i in scratch],
           "    #pragma omp for schedule(static)",
           "    for (int64_t o = 0; o < nout; o++) {",
           f"        {name}_row row;",
@@ -978,23 +1158,20 @@ def reduction_source(k: ReductionKernel) -> str:
               "            const " + name + "_row *rp = &row;"]
         for variant in ("contig", "strided"):
             if variant == "contig":
-                L += ["            if (contig) {", "            #pragma omp simd"
-                      + (" reduction(|:keep)" if forced else "")]
+                L += ["            if (contig) {"]
+                pragma = "#pragma omp simd" + (" reduction(|:keep)" if forced else "")
                 load = lambda v: f"rp->p{v.operand}[j]"  # noqa: E731
             else:
                 L += ["            } else {"]
+                pragma = ""
                 load = lambda v: f"rp->p{v.operand}[j * rp->s{v.operand}]"  # noqa: E731
-            L += ["            for (int64_t j = 0; j < inner; j++) {"]
             preset = {k.reductions[i].value: f"out{n_red + e}[oo + j]"
                       for i, e in row_buffers(k).items()}
-            lines, names = _body(k.outputs, load, "                ",
-                                 lambda rr: f"rp->r{rr.index}", preset)
-            L += lines + _keep_lines(forced, names, "                ")
-            L += [f"                out{n_red + j}[oo + j] = {names[v]};"
-                  for j, v in enumerate(k.outputs)]
-            L += ["            }"]
+            L += _element_loop(_stores(k.outputs, "oo + j", n_red), load, "            ", "0",
+                               "inner", pragma, forced, lambda rr: f"rp->r{rr.index}", preset)
         L += ["            }", "        }"]
     L += ["    }"]
+    L += [f"    free(scratch{i});" for i in scratch]
     if forced:
         L.append('    __asm__ volatile("" : : "r"(keep));  /* the flag sink is used */')
     L += ["    fl |= fetestexcept(DYN_FE);", "    }", "    return fl;", "}"]
@@ -1024,7 +1201,8 @@ def _simd_declarations(kernels: list[Kernel]) -> str:
     for k in kernels:
         values = k.outputs if k.kind == "pointwise" else k.values
         for v in walk(values):
-            if isinstance(v, Op) and FLOAT_MATH.get(v.name) in VECTOR_MATH:
+            if isinstance(v, Op) and FLOAT_MATH.get(v.name) in VECTOR_MATH \
+                    and not _calls_numpy(v):
                 used.add((FLOAT_MATH[v.name], np.dtype(v.dtype)))
     lines = []
     for fn, dt in sorted(used, key=str):
@@ -1052,9 +1230,18 @@ def module_source(kernels: list[Kernel], vector_math: bool = True) -> str:
                           f"{{ return {owner}(A, P); }}  /* the same as {owner} */\n")
     if any("DYN_BITS(" in b for b in bodies):
         decls += _KEEP_HELPERS
+    slots = numpy_loop_slots(kernels)
+    if slots:
+        names = [f"DYN_NP_{name}_{dt.str[1:]}" for name, dt in slots]
+        decls += (f"enum {{ {', '.join(f'{n} = {i}' for i, n in enumerate(names))}, "
+                  f"DYN_NP_COUNT = {len(names)} }};\n" + _NUMPY_CALLS)
     return _PROLOGUE + decls + "\n" + "\n".join(bodies)
 
 
 def cdef_for(kernels: list[Kernel]) -> str:
-    """The cffi declarations of the exported kernel functions."""
-    return "\n".join(f"int {k.name}(const int64_t *A, char **P);" for k in kernels)
+    """The cffi declarations of the exported kernel functions (and of the setter of the NumPy
+    loops table, when a kernel calls one: `numpy_loop_slots`)."""
+    lines = [f"int {k.name}(const int64_t *A, char **P);" for k in kernels]
+    if numpy_loop_slots(kernels):
+        lines.append("void npdynamo_set_numpy_loops(void *const *t);")
+    return "\n".join(lines)

@@ -34,8 +34,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .codegen_c import NUMPY_LOOP
 from .config import COptions
-from .loop_ir import Load, PointwiseKernel, ReductionKernel, RowRef, rolled_loads, walk
+from .loop_ir import Load, Op, PointwiseKernel, ReductionKernel, RowRef, rolled_loads, walk
 
 __all__ = ["PointwiseRunner", "ReductionRunner", "fp_warn_mask", "numpy_modes_ok",
            "broadcast_strides", "coalesce", "output_order"]
@@ -296,6 +297,13 @@ class _Runner:
         #: OpenMP threads the kernel runs with: ``options.threads`` until calibration finds
         #: one thread faster (part of every layout plan's key).
         self.threads = options.threads
+        #: Inputs a NumPy-loop op (exp, sin, ...) reads directly: eager NumPy runs its loop on
+        #: the input itself, and its loops take another code path (other bits) for a negative
+        #: stride; the kernel calls them on contiguous blocks, so such layouts run NumPy's path.
+        values = kernel.outputs if kernel.kind == "pointwise" else kernel.values
+        self.math_inputs = sorted({a.operand for v in walk(values) if isinstance(v, Op)
+                                   and v.name in NUMPY_LOOP for a in v.args
+                                   if isinstance(a, Load) and not a.roll})
 
     def _arrays(self, inputs: list[Any]) -> list[np.ndarray] | None:
         arrays = []
@@ -332,7 +340,9 @@ class _Runner:
             if len(self.plans) >= _MAX_PLANS:
                 # Many sizes (dynamic shapes) or layouts: start over rather than grow forever.
                 self.plans.clear()
-            plan = self.plans[key] = self._plan(arrays, tuple(shape))  # type: ignore[arg-type]
+            plan = self.plans[key] = False if any(
+                s < 0 for i in self.math_inputs for s in arrays[i].strides
+            ) else self._plan(arrays, tuple(shape))  # type: ignore[arg-type]
         return None if plan is False else (arrays, plan)
 
     def _plan(self, arrays: list[np.ndarray], shape: tuple[int, ...]) -> Any:

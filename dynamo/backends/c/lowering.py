@@ -15,7 +15,8 @@ powers, float powers NumPy computes with its own pow (all but 2, -1, 0.5, 0, 1; 
 wherever NumPy uses pow for them: a NumPy scalar's ``**``, and on NumPy <= 2.2 ``np.power``
 and integer bases, see `power_loop_special_cases`), integer arithmetic operators on NumPy
 scalars (scalar math warns on overflow), keyword arguments such as ``out=``/``dtype=``/
-``where=``, empty max/min/mean.
+``where=``, empty max/min/mean, and math functions the kernel computes with NumPy's own loop
+(`codegen_c.NUMPY_LOOP`) when that loop cannot be used from C (`numpy_loops.numpy_loop`).
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .codegen_c import FLOAT_MATH, OPS
+from .codegen_c import FLOAT_MATH, NUMPY_LOOP, OPS
 from .loop_ir import SUPPORTED_DTYPES, Const, Load, Op, Value, roll_value
+from .numpy_loops import numpy_loop
 
 __all__ = ["Lowered", "lower", "OPERATOR_UFUNCS", "REDUCTIONS"]
 
@@ -160,6 +162,8 @@ def _ufunc_plan(node: Any, uf: np.ufunc, args: tuple, out_meta: Any) -> Lowered:
         raise _Refuse(f"{name} lowered for integer loops only")
     if len(set(in_dts)) != 1 and name not in ("power",):
         raise _Refuse(f"{name}: mixed loop input dtypes {in_dts}")
+    if name in NUMPY_LOOP and numpy_loop(name, out_dt) is None:
+        raise _Refuse(f"{name}: NumPy's own {out_dt} loop is not usable from C here")
     if (name in _SCALAR_CHECKED and out_dt.kind in "iu" and node.target is not uf
             and all(_meta(a).is_scalar for a in args if _is_node(a))):
         # Python operators on NumPy integer scalars run NumPy's scalar math, which checks

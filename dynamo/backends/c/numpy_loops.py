@@ -1,0 +1,115 @@
+"""NumPy's own inner loops, as C function pointers a kernel calls for the math NumPy computes.
+
+In: a ufunc name and a float dtype (an Op that `codegen_c.NUMPY_LOOP` lists). Out: the loop
+NumPy itself runs for that dtype - ``functions[i]`` and ``data[i]`` of the ufunc's C object
+(``PyUFuncObject`` in numpy/_core/include/numpy/ufuncobject.h), which NumPy fills at import
+with its best CPU-dispatched SIMD loop - and the table a kernel library is given once after
+loading (`numpy_loop_table`). Called by `lowering` (may this op be lowered?) and by
+`compile_graph` (the table for a library).
+
+Why: exp, log, sin, ... have no single right answer in the last bit; NumPy's SIMD loops and
+libm/libmvec differ by 1-6 ULP on a large share of inputs. A kernel that calls NumPy's loop on
+a block of its values gets NumPy's bits by construction. Index ``i`` is the ufunc's type
+signature NumPy's type resolution picks for the dtype (``resolve_dtypes``, then its position
+in ``ufunc.types``: the order of the C tables). Each loop is checked once against the ufunc
+itself on a probe (special values included); a loop that does not reproduce it (a NumPy whose
+C layout or loop registration differs) is never used: the op then stays a NumPy call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+__all__ = ["numpy_loop", "numpy_loop_table", "slot_name"]
+
+
+class _UFuncHead(ctypes.Structure):
+    """The leading fields of ``PyUFuncObject`` (unchanged from NumPy 1.x to 2.4)."""
+
+    _fields_ = [("ob_refcnt", ctypes.c_ssize_t), ("ob_type", ctypes.c_void_p),
+                ("nin", ctypes.c_int), ("nout", ctypes.c_int), ("nargs", ctypes.c_int),
+                ("identity", ctypes.c_int),
+                ("functions", ctypes.POINTER(ctypes.c_void_p)),
+                ("data", ctypes.POINTER(ctypes.c_void_p)),
+                ("ntypes", ctypes.c_int), ("reserved1", ctypes.c_int),
+                ("name", ctypes.c_char_p)]
+
+
+_LOOP = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ssize_t),
+                         ctypes.POINTER(ctypes.c_ssize_t), ctypes.c_void_p)
+
+
+def slot_name(name: str, dtype: Any) -> str:
+    """The C name of a loop's slot in a library's table, e.g. ``exp_f8``."""
+    return f"{name}_{np.dtype(dtype).str[1:]}"
+
+
+def _probe(nin: int, dt: np.dtype) -> list[np.ndarray]:
+    # Special values and a spread of magnitudes on every input, crossed with each other
+    # (a binary loop sees every pair), then a contiguous stretch longer than a vector.
+    fi = np.finfo(dt)
+    vals = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.0, 1e-3, 700.0,
+                     -700.0, 88.5, -103.0, 3.14159, 1e30, fi.tiny, fi.smallest_subnormal,
+                     fi.max, -fi.max, 0.75, 1.5, -2.5, 10.0], dtype=dt)
+    grid = np.meshgrid(*([vals] * nin), indexing="ij")
+    rng = np.random.default_rng(22)
+    return [np.concatenate([g.ravel(), (rng.standard_normal(301) * 4).astype(dt)])
+            for g in grid]
+
+
+@lru_cache(maxsize=None)
+def numpy_loop(name: str, dtype: Any) -> tuple[int, int] | None:
+    """``(function, data)`` addresses of the inner loop NumPy runs for ``np.<name>`` on
+    ``dtype`` inputs (all inputs and the output that dtype), or None when it cannot be used
+    (no such loop, another result dtype, or the loop does not reproduce the ufunc)."""
+    uf, dt = getattr(np, name, None), np.dtype(dtype)
+    if not isinstance(uf, np.ufunc) or uf.nout != 1 or object.__basicsize__ != 16:
+        return None  # (a free-threaded build's object header has another size)
+    try:
+        resolved = uf.resolve_dtypes((dt,) * uf.nin + (None,))
+    except Exception:  # noqa: BLE001 - NumPy raises several types for unsupported dtypes
+        return None
+    if any(r != dt for r in resolved):
+        return None
+    sig = dt.char * uf.nin + "->" + dt.char
+    if sig not in uf.types:
+        return None
+    i = uf.types.index(sig)
+    head = _UFuncHead.from_address(id(uf))
+    if head.name != name.encode() or head.ntypes != uf.ntypes or head.nin != uf.nin:
+        return None
+    fn, data = head.functions[i], head.data[i]
+    if not fn:
+        return None
+    ins = _probe(uf.nin, dt)
+    out = np.empty_like(ins[0])
+    arrays = [*ins, out]
+    args = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    dims = (ctypes.c_ssize_t * 1)(out.size)
+    steps = (ctypes.c_ssize_t * len(arrays))(*[dt.itemsize] * len(arrays))
+    with np.errstate(all="ignore"):
+        _LOOP(fn)(args, dims, steps, data)
+        want = uf(*ins)
+    if out.tobytes() != want.tobytes():
+        logging.getLogger("dynamo.kernels").info(
+            "NumPy's %s loop of %s does not reproduce np.%s: it stays a NumPy call", sig, name,
+            name)
+        return None
+    return fn, data or 0
+
+
+def numpy_loop_table(ffi: Any, slots: list[tuple[str, np.dtype]]) -> Any:
+    """A ``void *[2 * len(slots)]`` of (function, data) pairs in slot order, for a library's
+    ``npdynamo_set_numpy_loops``. The caller keeps it alive as long as the library."""
+    flat: list[int] = []
+    for name, dt in slots:
+        loop = numpy_loop(name, dt)
+        if loop is None:  # lowering only emits ops whose loop was found
+            raise RuntimeError(f"no usable NumPy loop for {name} on {dt}")
+        flat += loop
+    return ffi.new("void *[]", [ffi.cast("void *", a) for a in flat])

@@ -7,11 +7,9 @@ In: a Hypothesis ``draw`` (through the `programs` strategy). Out: a `Program`: t
 How: the generator *runs* each statement it writes on a private copy of the inputs with NumPy
 (warnings and FP errors silenced), so it knows every value's real dtype, shape and aliasing and can
 pick operands that broadcast, axes that exist and reshapes that fit. A statement that NumPy rejects
-is dropped, or (sometimes) kept as the program's last statement so the program raises. Values
-computed by transcendental functions (exp, sin, arctan2, ...) are *tainted*: the C backend may
-compute them a few ULP away from NumPy (docs/c_backend.md section 3), so in C mode tainted values
-only flow into operations that keep a small relative error (see `TAINT_SAFE`), and outputs that
-depend on them are compared with `TAINT_ULPS` ULP tolerance instead of bit for bit.
+is dropped, or (sometimes) kept as the program's last statement so the program raises. Every
+result is compared bit for bit, transcendental functions included: the C backend computes them
+with NumPy's own loops (docs/c_backend.md section 3).
 
 Kernel reuse: every distinct kernel costs a gcc run (~0.15 s), so literal constants come from
 small pools and programs are short; in C mode (``programs(c_mode=True)``) fewer dtypes, constants
@@ -31,11 +29,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 __all__ = ["ArgSpec", "Program", "programs", "make_args", "other_values", "TRANSCENDENTAL",
-           "TAINT_ULPS", "arg_sizes", "resized", "other_scalar"]
-
-#: Tolerance, in units in the last place, for float outputs computed from transcendental
-#: functions in the C backend (libm/libmvec are within 4 ULP; a few exact ops may follow).
-TAINT_ULPS = 16
+           "arg_sizes", "resized", "other_scalar"]
 
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
           "float16", "float32", "float64", "complex64", "complex128"]
@@ -242,8 +236,6 @@ class Program:
     source: str
     args: tuple[ArgSpec, ...]
     errstate_raise: bool = False
-    #: Outputs depend on transcendental functions (C backend: compare with ULP tolerance).
-    tainted: bool = False
     expect_error: bool = False
     ops: tuple[str, ...] = ()
 
@@ -282,12 +274,6 @@ INPLACE_OPS = ["+=", "-=", "*=", "/=", "//=", "|=", "&=", "**=", "%="]
 ASTYPES = ["bool", "int8", "int32", "int64", "uint8", "uint64", "float16", "float32", "float64",
            "complex64", "complex128"]
 
-#: Operations after which a tainted value keeps a small *relative* error (no cancellation,
-#: no rounding to integers, no comparisons): the only ones tainted values may flow into in C mode.
-TAINT_SAFE = {"negative", "absolute", "-{a}", "abs({a})", "{a} ** 2", "square", "positive", "+{a}",
-              "*", "multiply", "maximum", "minimum", "fmax", "fmin", "max", "min", "shape",
-              "where", "astype_float", "conjugate", "setitem", "copy"}
-
 # Python scalar literals mixed in (NEP 50 weak scalars); a small pool keeps kernels shared.
 SCALARS = ["1", "2", "0", "-1", "3", "0.5", "2.0", "-0.0", "1e308", "np.inf", "np.nan", "True",
            "300", "-129", "1j", "(1+2j)", "2**63", "1e-320"]
@@ -320,12 +306,11 @@ def _is_arr(v: Any) -> bool:
 
 
 class _Gen:
-    """The state of one program being generated: names, their real values, taint, text."""
+    """The state of one program being generated: names, their real values, text."""
 
     def __init__(self, draw: Any, names: list[str], values: list[Any], c_mode: bool) -> None:
         self.draw = draw
         self.env: dict[str, Any] = dict(zip(names, values))
-        self.tainted: set[str] = set()
         self.lines: list[str] = []
         self.counter = itertools.count()
         self.c_mode = c_mode
@@ -337,8 +322,7 @@ class _Gen:
     def pick(self, pred=lambda v: True, op: str = "", allow_scalar: bool = False) -> str | None:
         cands = [n for n, v in self.env.items()
                  if (_is_arr(v) or (allow_scalar and isinstance(v, (int, float, complex))))
-                 and pred(v)
-                 and not (self.c_mode and n in self.tainted and op not in TAINT_SAFE)]
+                 and pred(v)]
         if not cands:
             return None
         return _choice(self.draw, cands)
@@ -349,7 +333,7 @@ class _Gen:
     def fresh(self) -> str:
         return f"v{next(self.counter)}"
 
-    def run(self, line: str, uses: list[str], op: str, target: str | None = None) -> bool:
+    def run(self, line: str, op: str) -> bool:
         """Execute ``line`` on the generator's values; keep it if NumPy accepts it (or, drawn,
         as the program's last, raising statement). Returns False when the program must end."""
         env = dict(self.env)
@@ -370,13 +354,6 @@ class _Gen:
         self.env = env
         self.lines.append(line)
         self.ops.append(op)
-        taint = op in TRANSCENDENTAL or any(u in self.tainted for u in uses)
-        if taint:
-            self.tainted.update(new)
-            if target is not None:  # an in-place write reaches every view of the target
-                self.tainted.update(
-                    n for n, v in env.items()
-                    if isinstance(v, np.ndarray) and np.shares_memory(v, env[target]))
         return True
 
 
@@ -419,16 +396,12 @@ def _binary(g: _Gen) -> bool:
     kind = g.draw(_ints(0, 3))
     if kind == 0:
         b = g.scalar()
-        uses = [a]
     else:
         b = g.pick(lambda v: _bcast_ok(v, g.env[a]), op=op, allow_scalar=True) or g.scalar()
-        uses = [a, b]
     x, y = (a, b) if g.draw(_BOOLS) else (b, a)
     expr = f"np.{op}({x}, {y})" if use_func else f"{x} {op} {y}"
     name = g.fresh()
-    # Float x ** c for c outside NumPy's special cases (2, 0.5, -1, 0, 1) stays a NumPy call
-    # in the C backend (NumPy's own pow), so powers are exact: not tainted.
-    return g.run(f"{name} = {expr}", uses, op)
+    return g.run(f"{name} = {expr}", op)
 
 
 def _unary(g: _Gen) -> bool:
@@ -442,7 +415,7 @@ def _unary(g: _Gen) -> bool:
         text = op.format(a=a)
     if a is None:
         return True
-    return g.run(f"{g.fresh()} = {text}", [a], op)
+    return g.run(f"{g.fresh()} = {text}", op)
 
 
 def _reduction(g: _Gen) -> bool:
@@ -461,7 +434,7 @@ def _reduction(g: _Gen) -> bool:
         text = f"{a}.{op}({', '.join(kw)})"
     else:
         text = f"np.{op}({', '.join([a] + kw)})"
-    return g.run(f"{g.fresh()} = {text}", [a], op)
+    return g.run(f"{g.fresh()} = {text}", op)
 
 
 def _shape_op(g: _Gen) -> bool:
@@ -486,7 +459,7 @@ def _shape_op(g: _Gen) -> bool:
     if nd >= 1 and shape[0] > 5:
         choices.append("{a}[%d]" % shape[0])  # out of bounds: IndexError
     text = _choice(g.draw, (choices)).format(a=a)
-    return g.run(f"{g.fresh()} = {text}", [a], "shape")
+    return g.run(f"{g.fresh()} = {text}", "shape")
 
 
 def _where(g: _Gen) -> bool:
@@ -497,15 +470,12 @@ def _where(g: _Gen) -> bool:
     if cond_kind == 0:
         c = g.pick(lambda v: np.asarray(v).dtype == bool, op="cond")
         cond = c or f"{a} > 0"
-        uses = [a] if c is None else [c]
     else:
         c = g.pick(op="cond")
         cond = f"{c} > {_choice(g.draw, (['0', '1', '0.5']))}"
-        uses = [c]
     b = (g.pick(lambda v: _bcast_ok(v, g.env[a]), op="where", allow_scalar=True)
          if g.draw(_BOOLS) else None) or g.scalar()
-    uses += [a] + ([b] if b in g.env else [])
-    return g.run(f"{g.fresh()} = np.where({cond}, {a}, {b})", uses, "where")
+    return g.run(f"{g.fresh()} = np.where({cond}, {a}, {b})", "where")
 
 
 def _astype(g: _Gen) -> bool:
@@ -513,12 +483,9 @@ def _astype(g: _Gen) -> bool:
     if a is None:
         return True
     dt = _choice(g.draw, (ASTYPES))
-    src_dt = np.asarray(g.env[a]).dtype
-    if g.c_mode and a in g.tainted and (dt[0] != "f" or np.dtype(dt).itemsize < src_dt.itemsize):
-        dt = "float64" if src_dt.itemsize <= 8 else "complex128"
     form = _choice(g.draw, (["{a}.astype(np.{dt})", "{a}.astype('{dt}')",
                                    "np.asarray({a}, dtype=np.{dt})"]))
-    return g.run(f"{g.fresh()} = {form.format(a=a, dt=dt)}", [a], "astype_float")
+    return g.run(f"{g.fresh()} = {form.format(a=a, dt=dt)}", "astype_float")
 
 
 def _matmul(g: _Gen) -> bool:
@@ -531,7 +498,7 @@ def _matmul(g: _Gen) -> bool:
     if b is None or g.draw(_ints(0, 9)) == 0:
         b = g.pick(lambda v: np.ndim(v) >= 1, op="matmul")
     form = _choice(g.draw, (["{a} @ {b}", "np.matmul({a}, {b})", "np.dot({a}, {b})"]))
-    return g.run(f"{g.fresh()} = {form.format(a=a, b=b)}", [a, b], "matmul")
+    return g.run(f"{g.fresh()} = {form.format(a=a, b=b)}", "matmul")
 
 
 def _inplace(g: _Gen) -> bool:
@@ -544,30 +511,24 @@ def _inplace(g: _Gen) -> bool:
                  allow_scalar=True) if g.draw(_ints(0, 2)) else g.scalar()
     if src is None:
         src = g.scalar()
-    uses = [src] if src in g.env else []
     if kind == 0:
         op = _choice(g.draw, (INPLACE_OPS))
-        if g.c_mode and (t in g.tainted or src in g.tainted) and op not in ("*=",):
-            return True
-        return g.run(f"{t} {op} {src}", uses + [t], "inplace", target=t)
+        return g.run(f"{t} {op} {src}", "inplace")
     if kind == 1:
         idx = _choice(g.draw, (["...", "..., ::-1", "0", "1:", "::2", "-1", ":, 0"]
                                      if tv.ndim >= 2 else ["...", "::-1", "0", "1:", "::2"]))
-        return g.run(f"{t}[{idx}] = {src}", uses, "setitem", target=t)
+        return g.run(f"{t}[{idx}] = {src}", "setitem")
     # a ufunc writing into t, its output passed in each form NumPy accepts
     fn = _choice(g.draw, (UNARY_FUNCS if g.draw(_BOOLS) else BINARY_FUNCS))
-    if g.c_mode and (t in g.tainted or src in g.tainted) and fn not in TAINT_SAFE:
-        return True
     operands = [src]
     if fn in BINARY_FUNCS:
         other = g.pick(lambda v: _bcast_ok(v, tv), op=fn, allow_scalar=True) or t
-        uses.append(other)
         operands = [other, src] if g.draw(_BOOLS) else [src, other]
     form = _choice(g.draw, OUT_FORMS)
     expr = f"np.{fn}({', '.join(operands)}, {form.format(t=t)})"
     if g.draw(_BOOLS):
-        return g.run(f"{g.fresh()} = {expr}", uses, fn, target=t)
-    return g.run(expr, uses, fn, target=t)
+        return g.run(f"{g.fresh()} = {expr}", fn)
+    return g.run(expr, fn)
 
 
 def _clip(g: _Gen) -> bool:
@@ -576,7 +537,7 @@ def _clip(g: _Gen) -> bool:
         return True
     lo, hi = _choice(g.draw, ([("0", "1"), ("-1", "2.5"), ("None", "3"), ("1", "0"),
                                      ("-0.0", "0.0")]))
-    return g.run(f"{g.fresh()} = np.clip({a}, {lo}, {hi})", [a], "clip")
+    return g.run(f"{g.fresh()} = np.clip({a}, {lo}, {hi})", "clip")
 
 
 STATEMENTS = [_binary] * 5 + [_unary] * 3 + [_reduction] * 3 + [_shape_op] * 2 + \
@@ -642,8 +603,6 @@ def _size_statement(g: _Gen) -> bool:
     if a is None:
         return True
     b = g.pick(lambda v: np.ndim(v) >= 1, op="shape") or a
-    if g.c_mode and (a in g.tainted or b in g.tainted):
-        return True  # (sums, differences, sorts: not within a few ULP of a tainted input)
     ints = [n for n, v in g.env.items() if type(v) is int and not n.startswith("v")]
     kind = 6 if ints and g.draw(_ints(0, 2)) == 0 else g.draw(_ints(0, 5))
     if kind == 6:
@@ -660,12 +619,12 @@ def _size_statement(g: _Gen) -> bool:
         pool, op = _SIZE_JOIN, "size_join"
     else:
         t = g.pick(lambda v: isinstance(v, np.ndarray) and v.ndim >= 1, op="setitem")
-        if t is None or g.c_mode and t in g.tainted:
+        if t is None:
             return True
         text = _choice(g.draw, _SIZE_SETS).format(a=t, b=b)
-        return g.run(text, [b, t], "size_set", target=t)
+        return g.run(text, "size_set")
     text = _choice(g.draw, pool).format(a=a, b=b)
-    return g.run(f"{g.fresh()} = {text}", [a, b], op)
+    return g.run(f"{g.fresh()} = {text}", op)
 
 
 SIZE_STATEMENTS = STATEMENTS + [_size_statement] * 19
@@ -727,7 +686,7 @@ def _arg_specs(draw: Any, c_mode: bool = False) -> tuple[ArgSpec, ...]:
 
 @st.composite
 def programs(draw: Any, c_mode: bool = False, sizes: bool = False) -> Program:
-    """A `Program`; ``c_mode`` keeps tainted values to the `TAINT_SAFE` operations; ``sizes``
+    """A `Program`; ``c_mode`` draws fewer dtypes, constants and statements; ``sizes``
     also draws statements about sizes (`_size_statement`, for the dynamic-shapes fuzzer)."""
     specs = draw(_arg_specs(c_mode))
     if sizes and draw(_BOOLS):  # an int argument for the statements about sizes
@@ -760,6 +719,5 @@ def programs(draw: Any, c_mode: bool = False, sizes: bool = False) -> Program:
         "(" + ", ".join(outs) + ",)"
     body = "\n".join("    " + line for line in g.lines + [f"return {ret_text}"])
     source = f"import numpy as np\n\n\ndef f({', '.join(names)}):\n{body}\n"
-    tainted = any(o in g.tainted for o in outs) or any(n in g.tainted for n in names)
     return Program(source=source, args=specs, errstate_raise=draw(_ints(0, 5)) == 0,
-                   tainted=tainted, expect_error=g.error, ops=tuple(g.ops))
+                   expect_error=g.error, ops=tuple(g.ops))

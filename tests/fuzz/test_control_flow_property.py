@@ -140,7 +140,7 @@ def test_control_flow_programs_match_python_eager_backend(program, control_dir):
     check_program(program, control_dir, "eager")
 
 
-@given(program=control_programs(exact_float_only=True))
+@given(program=control_programs())
 @_settings(max(1, EXAMPLES // 20))
 def test_control_flow_programs_match_python_c_backend(program, control_dir):
     check_program(program, control_dir, "c")

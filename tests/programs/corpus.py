@@ -39,9 +39,6 @@ class Program:
     cases: list[Case]
     #: Pinned graph count of the first compiled call (None: not pinned).
     graphs: int | None = None
-    #: Float results depend on transcendental functions: the C backend may differ by a few ULP
-    #: (docs/c_backend.md section 3), so C compares those within a tolerance.
-    transcendental: bool = False
     #: Warns on purpose: warnings are recorded and compared instead of raised.
     warns: bool = False
 
@@ -49,8 +46,7 @@ class Program:
 PROGRAMS: list[Program] = []
 
 
-def program(*cases: Any, graphs: int | None = None, transcendental: bool = False,
-            warns: bool = False):
+def program(*cases: Any, graphs: int | None = None, warns: bool = False):
     """Register the decorated function with its argument cases (tuples or `Case`)."""
 
     def register(fn: Callable) -> Callable:
@@ -59,7 +55,7 @@ def program(*cases: Any, graphs: int | None = None, transcendental: bool = False
             if not isinstance(case, Case):
                 case = Case(tuple(case))
             made.append(Case(case.args, case.kwargs, case.id or _case_id(case.args, i)))
-        PROGRAMS.append(Program(fn.__name__, fn, made, graphs, transcendental, warns))
+        PROGRAMS.append(Program(fn.__name__, fn, made, graphs, warns))
         return fn
 
     return register
@@ -127,14 +123,14 @@ def minmax_scale(x):
     return (x - lo) / (hi - lo)
 
 
-@program((normal(4, 5),), (normal(3, 7, dtype=np.float32),), graphs=1, transcendental=True)
+@program((normal(4, 5),), (normal(3, 7, dtype=np.float32),), graphs=1)
 def softmax(x, axis=-1):
     shifted = x - x.max(axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / e.sum(axis=axis, keepdims=True)
 
 
-@program((normal(4, 6),), (normal(2, 9, dtype=np.float32),), graphs=1, transcendental=True)
+@program((normal(4, 6),), (normal(2, 9, dtype=np.float32),), graphs=1)
 def log_softmax(logits):
     m = np.max(logits, axis=1, keepdims=True)
     lse = m + np.log(np.sum(np.exp(logits - m), axis=1, keepdims=True))
@@ -168,12 +164,12 @@ def gelu(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-@program((normal(10),), (normal(3, 3, dtype=np.float32),), graphs=1, transcendental=True)
+@program((normal(10),), (normal(3, 3, dtype=np.float32),), graphs=1)
 def activations(x):
     return relu(x), leaky_relu(x), leaky_relu(x, slope=0.2), gelu(x)
 
 
-@program((normal(12) * 30,), (normal(6, dtype=np.float32) * 10,), graphs=1, transcendental=True)
+@program((normal(12) * 30,), (normal(6, dtype=np.float32) * 10,), graphs=1)
 def stable_sigmoid(z):
     pos = z >= 0
     ez = np.exp(-np.abs(z))
@@ -233,7 +229,7 @@ class MLP:
         return self.layers[-1](x)
 
 
-@program((MLP([4, 8, 8, 2]), normal(3, 4)), transcendental=True)
+@program((MLP([4, 8, 8, 2]), normal(3, 4)))
 def mlp_class_forward(model, x):
     return model.forward(x)
 
@@ -253,7 +249,7 @@ def sgd_step_dataclass(cfg, w, grad):
     return w - cfg.lr * g
 
 
-@program((normal(6, 4), normal(4, 4) * 0.5), graphs=1, transcendental=True)
+@program((normal(6, 4), normal(4, 4) * 0.5), graphs=1)
 def residual_block(x, W):
     act = lambda t: np.tanh(t)  # noqa: E731
     def block(h):
@@ -263,7 +259,7 @@ def residual_block(x, W):
 
 @program((normal(3, 4), normal(5, 4), normal(5, 2)),
          (normal(2, 8, dtype=np.float32), normal(3, 8, dtype=np.float32),
-          normal(3, 3, dtype=np.float32)), graphs=1, transcendental=True)
+          normal(3, 3, dtype=np.float32)), graphs=1)
 def attention(q, k, v):
     scores = q @ k.T / np.sqrt(q.shape[-1])
     weights = softmax(scores)
@@ -280,13 +276,13 @@ def mse_with_print(pred, target):
     return loss
 
 
-@program((normal(5, 3), np.array([0, 2, 1, 1, 0])), graphs=1, transcendental=True)
+@program((normal(5, 3), np.array([0, 2, 1, 1, 0])), graphs=1)
 def cross_entropy(logits, labels):
     logp = log_softmax(logits)
     return -logp[np.arange(len(labels)), labels].mean()
 
 
-@program((uniform(10), (uniform(10) > 0.5).astype(np.float64)), graphs=1, transcendental=True)
+@program((uniform(10), (uniform(10) > 0.5).astype(np.float64)), graphs=1)
 def binary_cross_entropy(p, y, eps=1e-7):
     p = np.clip(p, eps, 1 - eps)
     return -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
@@ -360,7 +356,7 @@ def safe_divide(a, b):
     return np.where(nonzero, a / np.where(nonzero, b, 1.0), 0.0)
 
 
-@program((uniform(5, low=0.1, high=2),), (np.array([1.0, -2.0, 3.0]),), transcendental=True)
+@program((uniform(5, low=0.1, high=2),), (np.array([1.0, -2.0, 3.0]),))
 def validate_positive(x):
     if np.any(x <= 0):
         raise ValueError(f"expected positive values, got min {x.min()}")
@@ -484,7 +480,7 @@ def kmeans_step(points, centroids):
     return new, labels
 
 
-@program((normal(5, 2), normal(4, 2)), graphs=1, transcendental=True)
+@program((normal(5, 2), normal(4, 2)), graphs=1)
 def rbf_kernel(a, b, gamma=0.5):
     sq = (a ** 2).sum(1)[:, None] + (b ** 2).sum(1)[None, :] - 2 * a @ b.T
     return np.exp(-gamma * np.maximum(sq, 0))
@@ -605,7 +601,7 @@ def as_float_array(x):
 
 
 @program((Linear(normal(2, 2), normal(2)), normal(3, 2)), (MLP([2, 3, 2]), normal(3, 2)),
-         graphs=None, transcendental=True)
+         graphs=None)
 def getattr_dispatch(model, x):
     if hasattr(model, "forward"):
         return model.forward(x)
@@ -633,7 +629,7 @@ ACTIVATIONS = {"relu": relu, "tanh": np.tanh, "gelu": gelu}
 
 
 @program((normal(6), "relu"), (normal(6), "tanh"), (normal(4, dtype=np.float32), "gelu"),
-         graphs=1, transcendental=True)
+         graphs=1)
 def activation_by_name(x, name):
     return ACTIVATIONS[name](x)
 
@@ -827,7 +823,7 @@ def bisection_root(coeffs, lo=0.0, hi=1.0, tol=1e-10):
     return (lo + hi) / 2
 
 
-@program((uniform(3),), transcendental=True)
+@program((uniform(3),))
 def fixed_point_cosine(x):
     for _ in range(10):
         x = np.cos(x)
@@ -969,7 +965,7 @@ def train_until_converged(X, y, lr=0.05, tol=1e-3):
     return w, len(losses)
 
 
-@program((normal(10, 3), integers(0, 2, 10).astype(np.float64)), transcendental=True)
+@program((normal(10, 3), integers(0, 2, 10).astype(np.float64)))
 def logistic_regression_steps(X, y, lr=0.5):
     w = np.zeros(X.shape[1])
     for _ in range(3):
@@ -1000,7 +996,7 @@ def horner(coeffs, x):
     return acc, np.polyval(coeffs, x)
 
 
-@program((uniform(30, low=90, high=110),), transcendental=True)
+@program((uniform(30, low=90, high=110),))
 def returns_and_sharpe(prices):
     r = np.diff(prices) / prices[:-1]
     sharpe = r.mean() / r.std() * np.sqrt(252)
@@ -1085,14 +1081,14 @@ def tuple_results_loop(x):
     return list(means), list(stds)
 
 
-@program((normal(5),), (np.array([0.5, 0.5]),), transcendental=True)
+@program((normal(5),), (np.array([0.5, 0.5]),))
 def assert_shape_and_sum(p):
     assert p.ndim == 1, f"expected a vector, got shape {p.shape}"
     assert abs(p.sum() - 1.0) < 1e-9, "probabilities must sum to 1"
     return -(p * np.log(p)).sum()
 
 
-@program((normal(6, 2),), graphs=1, transcendental=True)
+@program((normal(6, 2),), graphs=1)
 def polar_coordinates(xy):
     r = np.hypot(xy[:, 0], xy[:, 1])
     theta = np.arctan2(xy[:, 1], xy[:, 0])
@@ -1118,7 +1114,7 @@ def _log_shape(name, a):
     return a
 
 
-@program((normal(4, 3),), (normal(2, 5, dtype=np.float32),), transcendental=True)
+@program((normal(4, 3),), (normal(2, 5, dtype=np.float32),))
 def print_inside_helper(x):
     h = np.tanh(x) * 2
     h = _log_shape("hidden", h)
@@ -1258,7 +1254,7 @@ class Gaussian:
         return self.sigma
 
 
-@program((Gaussian(normal(3), 2.0), normal(3)), transcendental=True)
+@program((Gaussian(normal(3), 2.0), normal(3)))
 def dataclass_methods_with_print(dist, x):
     lp = dist.logpdf(x)
     s = dist.describe()
@@ -1460,7 +1456,7 @@ def lambda_with_break(x):
     return show(x * 2) + 1
 
 
-@program((normal(6),), transcendental=True)
+@program((normal(6),))
 def graph_break_marker(x):
     import dynamo
 
@@ -1598,8 +1594,7 @@ more_cases("laplacian_1d", Case((_arr(2),), id="too-short"))
 # 18. Programs that warn on purpose (warnings recorded and compared, not raised) ----------------
 
 
-@program((np.array([1.0, 0.0, 2.0]),), (np.array([0.0, 0.0], dtype=np.float32),), warns=True,
-         transcendental=True)
+@program((np.array([1.0, 0.0, 2.0]),), (np.array([0.0, 0.0], dtype=np.float32),), warns=True)
 def log_likelihood_with_zeros(p):
     logp = np.log(p)
     finite = np.where(np.isfinite(logp), logp, -1e9)
@@ -1614,7 +1609,7 @@ def sqrt_of_negative_then_nan_to_num(x):
 
 
 @program((np.array([1.0, 800.0, -800.0]),), (np.array([10.0, 100.0], dtype=np.float32),),
-         warns=True, transcendental=True)
+         warns=True)
 def exp_overflow(z):
     e = np.exp(z)
     return e / (1 + e)
@@ -1677,7 +1672,7 @@ _closure_program.__name__ = "closure_top_level_with_break"
 program((normal(5),), (normal(3, dtype=np.float32),))(_closure_program)
 
 
-@program((normal(4),), Case((normal(4),), {"eps": 0.5}, id="eps-kw"), transcendental=True)
+@program((normal(4),), Case((normal(4),), {"eps": 0.5}, id="eps-kw"))
 def default_args_and_cells(x, eps=1e-3, *, axis=0):
     counter = [0]
 
@@ -1725,7 +1720,7 @@ def searchsorted_and_digitize(edges, x):
     return np.searchsorted(edges, x), np.digitize(x, edges), np.interp(x, edges, np.arange(10.0))
 
 
-@program((np.linspace(-1, 1, 5), np.linspace(0, 2, 4)), transcendental=True)
+@program((np.linspace(-1, 1, 5), np.linspace(0, 2, 4)))
 def meshgrid_evaluate(xs, ys):
     X, Y = np.meshgrid(xs, ys)
     Z = np.exp(-(X ** 2 + Y ** 2))
@@ -1759,7 +1754,7 @@ def einsum_and_tensordot(A, B, v):
     return np.einsum("ij,jk->ik", A, B), np.einsum("ij,j->i", B, v), np.tensordot(A, B, axes=1)
 
 
-@program((_arr(20),), transcendental=True)
+@program((_arr(20),))
 def kde_gaussian(samples, bandwidth=0.5):
     grid = np.linspace(samples.min(), samples.max(), 7)
     z = (grid[:, None] - samples[None, :]) / bandwidth

@@ -13,8 +13,7 @@ warnings are recorded and compared (category and message, in order; on the C bac
 as tests/fuzz does: a fused kernel reports each kind once). The compiled function is called
 twice (compile, cache hit).
 The C backend runs with ``min_size=0, calibrate=False`` so that even these small arrays go
-through its kernels; floats that depend on transcendental functions may differ there by a few
-ULP (docs/c_backend.md section 3), so those programs compare C results within `ULPS`.
+through its kernels; its results are compared bit for bit too (its math is NumPy's own loops).
 """
 
 from __future__ import annotations
@@ -28,13 +27,8 @@ from programs.corpus import View
 # (test_oracle.py patches `make_backend` here).
 from support.oracle import CountingBackend, Run, assert_same, compare, make_backend, run
 
-__all__ = ["ULPS", "Outcome", "check_program", "check_program_cases", "CountingBackend",
+__all__ = ["Outcome", "check_program", "check_program_cases", "CountingBackend",
            "assert_same", "make_backend"]
-
-#: ULP tolerance for transcendental results on the C backend (as tests/fuzz: libm/libmvec are
-#: within 4 ULP of NumPy's loops; a few exact operations may follow).
-ULPS = 16
-
 
 def _fresh_views(args: tuple) -> tuple:
     # Views are made anew from a fresh copy of their base (a deep copy would be contiguous).
@@ -55,9 +49,8 @@ class Outcome:
 
 
 def check_program(fn: Callable, args: tuple, kwargs: dict, backend: str,
-                  transcendental: bool = False, warns: bool = False) -> Outcome:
+                  warns: bool = False) -> Outcome:
     """Eager `fn` vs `dynamo.compile(fn)` (first call, cache hit); AssertionError on a change."""
-    ulps = ULPS if (backend == "c" and transcendental) else 0
     eager = _run(fn, args, kwargs, warns)
     counting = make_backend(backend)
     compiled = dynamo.compile(fn, backend=counting)
@@ -68,18 +61,17 @@ def check_program(fn: Callable, args: tuple, kwargs: dict, backend: str,
         comp = _run(compiled, args, kwargs, warns)
         counts.append(counting.count - before)
         seconds.append(comp.seconds)
-        compare(eager, comp, attempt, ulps, exact_warnings=backend != "c")
+        compare(eager, comp, attempt, exact_warnings=backend != "c")
     return Outcome(counts[0], counts[1], max(0.0, seconds[0] - eager.seconds))
 
 
 def check_program_cases(fn: Callable, cases: list[tuple[tuple, dict]], backend: str,
-                        transcendental: bool = False, warns: bool = False) -> None:
+                        warns: bool = False) -> None:
     """One compiled `fn` called with every case in turn, twice round: guards must tell the cases
     apart (dtypes, shapes, values) and each call must still behave like plain NumPy."""
-    ulps = ULPS if (backend == "c" and transcendental) else 0
     eager = [_run(fn, args, kwargs, warns) for args, kwargs in cases]
     compiled = dynamo.compile(fn, backend=make_backend(backend))
     for round_ in ("first round", "second round"):
         for i, (args, kwargs) in enumerate(cases):
-            compare(eager[i], _run(compiled, args, kwargs, warns), f"{round_}, case {i}", ulps,
+            compare(eager[i], _run(compiled, args, kwargs, warns), f"{round_}, case {i}",
                     exact_warnings=backend != "c")

@@ -51,8 +51,7 @@ def test_the_corpus_is_big_enough():
 
 @pytest.mark.parametrize("prog, case, backend", list(_params()))
 def test_program_matches_numpy(prog, case, backend):
-    outcome = check_program(prog.fn, case.args, case.kwargs, backend, prog.transcendental,
-                            prog.warns)
+    outcome = check_program(prog.fn, case.args, case.kwargs, backend, prog.warns)
     if prog.graphs is not None:
         assert outcome.graphs_first_call == prog.graphs, (
             f"expected {prog.graphs} graph(s), got {outcome.graphs_first_call}")
@@ -76,7 +75,7 @@ def _multi_case_params():
 @pytest.mark.parametrize("prog, backend", list(_multi_case_params()))
 def test_one_compiled_function_serves_every_case(prog, backend):
     check_program_cases(prog.fn, [(c.args, c.kwargs) for c in prog.cases], backend,
-                        prog.transcendental, prog.warns)
+                        prog.warns)
 
 
 def test_report_counts_graphs_breaks_and_reasons_without_internal_errors():

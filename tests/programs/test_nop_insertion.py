@@ -49,8 +49,7 @@ def _capture(prog, nops: bool) -> tuple:
 def test_program_with_nops_matches_numpy(prog):
     case = prog.cases[0]
     with config.patch(debug_insert_nops=True):
-        outcome = check_program(prog.fn, case.args, case.kwargs, "eager", prog.transcendental,
-                                prog.warns)
+        outcome = check_program(prog.fn, case.args, case.kwargs, "eager", prog.warns)
     if prog.graphs is not None:
         assert outcome.graphs_first_call == prog.graphs
     # The same graphs and breaks: no decision depends on instruction offsets (a loop whose

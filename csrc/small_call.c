@@ -48,6 +48,9 @@ typedef struct {
 } sk_array;
 
 #define SK_ALIGNED 0x0100 /* NPY_ARRAY_ALIGNED */
+/* A kernel returns this bit with its FE flags when it could not allocate a buffer (its
+ * outputs are unwritten): DYN_NO_MEMORY in the kernels' C, kernel.NO_MEMORY in Python. */
+#define SK_NO_MEMORY (1 << 30)
 #define SK_MAX_OPS 64
 #define SK_MAX_LAYOUTS 8
 #define SK_SIG_MAX 1024
@@ -196,6 +199,14 @@ static int sk_run_core(SmallKernel *self, PyObject *const *ops, PyObject **outs,
         }
     } else {
         fl = self->fn(A, P);
+    }
+    if (fl & SK_NO_MEMORY) {
+        for (Py_ssize_t q = 0; q < self->n_out; q++) {
+            Py_DECREF(outs[q]);
+        }
+        PyErr_SetString(PyExc_MemoryError,
+                        "npdynamo's C kernel could not allocate its row buffer");
+        return -1;
     }
     self->calls++;
     *flags = self->fp_errors ? fl : 0;

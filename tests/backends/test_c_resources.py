@@ -274,3 +274,46 @@ def test_unloading_parallel_kernels_keeps_the_openmp_runtime(private_cache):
     # its idle worker threads (a crash); the build layer pins it.
     env = dict(os.environ, PYTHONPATH=str(REPO))
     assert run_python(UNLOAD_RUNNER, env, str(REPO / "tests")) == {"done": True}
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+NO_MEMORY_RUNNER = r"""
+import json, resource, sys
+import numpy as np
+import dynamo
+from dynamo.backends.c import make_backend
+
+def row_sums_of_exp(x):
+    return np.exp(x).sum(axis=-1)
+
+# rows of 100 MB: the kernel's row buffer is as large
+x = np.full((2, 12_500_000), 0.5)
+f = dynamo.compile(row_sums_of_exp, backend=make_backend(min_size=0, calibrate=False,
+                                                         dynamic_min_size=0),
+                   dynamic=sys.argv[1] == "dynamic")
+first = float(f(x)[0])
+with open("/proc/self/status") as fh:
+    size = next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmSize:"))
+resource.setrlimit(resource.RLIMIT_AS, (size + 50 * 2**20, resource.RLIM_INFINITY))
+outcomes = []
+for fn in (row_sums_of_exp, f):
+    try:
+        fn(x)
+        outcomes.append("returned")
+    except MemoryError:
+        outcomes.append("MemoryError")
+print(json.dumps({"first": first, "outcomes": outcomes}))
+"""
+
+
+@pytest.mark.parametrize("shapes", ["static", "dynamic"])
+def test_a_kernel_that_cannot_allocate_raises_memory_error(private_cache, shapes):
+    """A kernel's per-thread row buffer (a reduction over values of NumPy's math loops) is
+    malloc'd; when that fails the kernel writes nothing and the call raises MemoryError, as
+    plain NumPy does when it cannot allocate, instead of writing through a null pointer (or
+    returning its unwritten outputs). Static shapes: the one-call path (csrc/small_call.c);
+    dynamic: the general runner (kernel.py)."""
+    result = run_python(NO_MEMORY_RUNNER, dict(os.environ, PYTHONPATH=str(REPO)), shapes)
+    assert result["first"] == pytest.approx(12_500_000 * np.exp(0.5))
+    assert result["outcomes"] == ["MemoryError", "MemoryError"]

@@ -578,6 +578,8 @@ _PROLOGUE = """\
 #include <math.h>
 #include <fenv.h>
 #define DYN_FE (FE_DIVBYZERO | FE_OVERFLOW | FE_INVALID | FE_UNDERFLOW)
+/* Returned with the FE flags when a buffer could not be allocated (kernel.NO_MEMORY) */
+#define DYN_NO_MEMORY (1 << 30)
 /* Quiet ordered comparisons: false when either side is NaN, never raise FE_INVALID, and
    vectorise. C's < is a signalling compare (a NaN sets FE_INVALID, which NumPy does not
    report), and isless() & co. may be vectorised into signalling compares too. So order is
@@ -1137,6 +1139,8 @@ def reduction_source(k: ReductionKernel) -> str:
             f"malloc(sizeof *scratch{i} * (inner > 0 ? inner : 1));" for i in scratch],
           "    #pragma omp for schedule(static)",
           "    for (int64_t o = 0; o < nout; o++) {",
+          *([" ".join(["        if (", " || ".join(f"!scratch{i}" for i in scratch),
+                       ") { fl |= DYN_NO_MEMORY; continue; }"])] if scratch else []),
           f"        {name}_row row;",
           "        row.S = S; row.nk = nk; row.nr = nr; row.rshape = rshape;",
           "        int64_t r = o;",

@@ -57,6 +57,11 @@ except ImportError:  # pragma: no cover - older/other NumPy: always ask geterr()
 _modes_cache: tuple[Any, int | None] = (object(), None)
 
 
+#: Returned by a kernel with its FE_* flags when it could not allocate a buffer (its outputs
+#: are unwritten): DYN_NO_MEMORY in the kernels' C.
+NO_MEMORY = 1 << 30
+
+
 def _compute_mask() -> int | None:
     modes = np.geterr()
     if not all(mode in _QUIET_MODES for mode in modes.values()) or modes["under"] != "ignore":
@@ -366,6 +371,8 @@ class _Runner:
         ptrs = [self._pointer(a) for a in arrays]
         ptrs.extend(self.ffi.from_buffer(o) for o in outs)
         flags = self.fn(block, ptrs)
+        if flags & NO_MEMORY:  # (outputs unwritten: NumPy too raises when it cannot allocate)
+            raise MemoryError("npdynamo's C kernel could not allocate its row buffer")
         self.calls += 1
         return flags if self.options.fp_errors else 0
 

@@ -97,6 +97,17 @@ class Guard:
 
 
 _SIMPLE_CONSTANT_TYPES = (int, str, bool, type(None), bytes)
+#: constants whose equal values can differ in what they show: ``range(0) == range(-10)`` (both
+#: empty) but their ``stop`` differs; ``slice(0, 1) == slice(False, True) == slice(0.0, 1)``.
+#: Their guard checks each part as a constant of its own (parts of other types: by identity).
+_COMPOUND_CONSTANT_TYPES = (range, slice)
+_PART_CONSTANT_TYPES = (*_SIMPLE_CONSTANT_TYPES, float, complex)
+
+
+def _constant_parts(value: range | slice) -> list[tuple[str, object, bool]]:
+    """(attribute, part, whether the part is compared as a constant or by identity)."""
+    return [(name, part, type(part) in _PART_CONSTANT_TYPES)
+            for name in ("start", "stop", "step") for part in [getattr(value, name)]]
 
 
 class GuardBuilder:
@@ -150,7 +161,11 @@ class GuardBuilder:
         if value is None:
             return [f"{e} is None"]
         checks = [f"___type({e}) is {self.const(typ, typ.__name__)}"]
-        if typ is float and value != value:
+        if typ in _COMPOUND_CONSTANT_TYPES:
+            for name, part, constant in _constant_parts(value):
+                checks += (self.CONSTANT_MATCH(f"{e}.{name}", (type(part), part)) if constant
+                           else [f"{e}.{name} is {self.const(part, name)}"])
+        elif typ is float and value != value:
             # NaNs carry a sign too (np.copysign, np.signbit and x * nan show it)
             checks.append(f"{e} != {e}")
             checks.append(f"___copysign(1.0, {e}) == {math.copysign(1.0, value)!r}")
@@ -297,7 +312,12 @@ class GuardLowering:
         if value is None:
             return [(_IS, p, None, None, 0)]
         checks = [(_TYPE_IS, p, typ, None, 0)]
-        if typ is float and value != value:
+        if typ in _COMPOUND_CONSTANT_TYPES:
+            for name, part, constant in _constant_parts(value):
+                part_path = p + ((_ATTR, name),)
+                checks += (self.CONSTANT_MATCH(part_path, (type(part), part)) if constant
+                           else [(_IS, part_path, part, None, 0)])
+        elif typ is float and value != value:
             checks.append((_NAN, p, None, None, 0))
             checks.append((_COPYSIGN, p, None, None, int(math.copysign(1.0, value))))
         elif typ is float and value == 0.0:

@@ -1074,7 +1074,8 @@ class InstructionTranslator:
         elif isinstance(obj, ListVariable):
             obj.check_mutable()
             run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
-        elif isinstance(obj, DictVariable) and obj.source is None:
+        elif isinstance(obj, DictVariable):
+            obj.check_mutable()
             run_user_op(operator.setitem, obj.items, _dict_key(key), value)
         else:
             raise Unsupported(f"item assignment on {obj.describe()}")
@@ -1180,7 +1181,9 @@ class InstructionTranslator:
     def MAP_ADD(self, inst: Instr) -> None:
         value = self.pop()
         key = self.pop()
-        run_user_op(operator.setitem, self.stack[-inst.arg].items, _dict_key(key), value)
+        target = self.stack[-inst.arg]
+        target.check_mutable()
+        run_user_op(operator.setitem, target.items, _dict_key(key), value)
 
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
@@ -1189,7 +1192,13 @@ class InstructionTranslator:
         update = self.pop()
         if not isinstance(update, DictVariable):
             raise Unsupported("dict update from a value that is not a dict built in the frame")
-        self.stack[-inst.arg].items.update(update.items)
+        target = self.stack[-inst.arg]
+        target.check_mutable()
+        if inst.name == "DICT_MERGE" and not target.items.keys().isdisjoint(update.items):
+            # ``f(**a, **b)`` with a key in both: Python's TypeError names the callee; the
+            # instruction runs in plain Python to raise it
+            raise Unsupported("a keyword argument given twice by ** unpacking")
+        target.items.update(update.items)
 
     DICT_MERGE = DICT_UPDATE
 

@@ -603,9 +603,8 @@ class DictMethodVariable(VariableTracker):
         if kwargs and self.name != "update":
             raise Unsupported(f"dict.{self.name}() with keyword arguments")
         _check_arity("dict", self.name, args, DICT_ARITY)
-        if self.name in ("update", "pop", "setdefault") and self.d.source is not None:
-            raise Unsupported(f"dict.{self.name}() on the dict {self.d.source.name()} from "
-                              "outside the frame")
+        if self.name in ("update", "pop", "setdefault"):
+            self.d.check_mutable()
         if self.name == "update":
             if len(args) > 1:
                 raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")

@@ -176,6 +176,15 @@ class DictVariable(VariableTracker):
 
         return run_user_op(operator.getitem, self.items, index.as_python_constant())
 
+    def check_mutable(self) -> None:
+        """Called before the items change. A dict from outside the frame (an argument, or the
+        dict a ``{**a, **b}`` or ``f(**kw)`` was building when a graph break split it: a resume
+        function receives it as an argument) would be rebuilt from its source, the real object,
+        and the change lost: no replay of dict changes exists, so the graph ends here and the
+        change runs in plain Python."""
+        if self.source is not None:
+            raise Unsupported(f"changing the dict {self.source.name()} from outside the frame")
+
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in DICT_METHODS:
             from .callables import DictMethodVariable

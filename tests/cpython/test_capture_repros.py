@@ -681,3 +681,91 @@ def test_loop_variable_stays_bound_after_the_loop(tmp_path):
             print(f([Cycle(), Cycle()], b))
             print(f([Cycle(), Cycle()], b))
     """)
+
+
+# Fixed: a dict the frame was building when a graph break split the expression (the map of a
+# ``f(**{...})`` or ``**dict(...)`` call, an inlined dict comprehension on 3.12+) comes to the
+# resume function as an argument; DICT_MERGE / DICT_UPDATE / MAP_ADD added the items to the
+# translator's model only and the replay rebuilt the dict from the real, unchanged object: the
+# keywords were lost. A dict from outside the frame is never changed by the translator now
+# (DictVariable.check_mutable: the change runs in plain Python). (test_ordered_dict
+# test_update, test_json TestEncode.test_bad_bool_args)
+def test_keyword_map_built_across_a_graph_break_keeps_its_items(tmp_path):
+    same_as_plain(tmp_path, """
+        import json
+        class BadBool:
+            def __bool__(self):
+                1 / 0
+        def update():
+            d = {}
+            d.update(**dict([('a', 1)]))        # dict(<list>): a graph break inside the call
+            return d
+        def keywords(name):
+            return dict(**{name: BadBool()})    # BadBool(): a graph break inside the map
+        def encode(name):
+            try:
+                json.encoder.JSONEncoder(**{name: BadBool()}).encode({'a': 1})
+            except ZeroDivisionError:
+                return "ZeroDivisionError"
+        def comprehension(b):
+            return {k: b.x for k in (1, 2)}     # b.x: a graph break inside (3.12+: inlined)
+        def twice(a, b):
+            try:
+                return sorted(dict(**a, **b))
+            except TypeError as e:
+                return str(e)
+        b = Breaker(); b.x = 3
+        with CAPTURE():
+            for _ in range(2):
+                print(update(), sorted(keywords("k")), comprehension(b))
+                print([encode(name) for name in ("skipkeys", "sort_keys", "allow_nan")])
+                print(twice({"a": 1}, {"a": 2}), twice({"a": 1}, {"b": BadBool()}))
+    """)
+
+
+# Fixed (side_effects.py): list.sort() empties the list it sorts and raises ValueError afterwards
+# if anything was stored into it meanwhile. A key function or __lt__ compiled on its own that
+# appended to the list and popped again was replayed as its final contents only (``L[:] = []``,
+# which stores nothing), so the sort did not notice. A list that grew and ends empty now grows
+# in the replay too. (test_sort TestBugs.test_bug453523 and the issue's repro)
+def test_list_changed_and_restored_during_its_sort_is_noticed(tmp_path):
+    same_as_plain(tmp_path, """
+        from functools import cmp_to_key
+        def sort_touching(L, touch):
+            def cmp(x, y):
+                touch(L)
+                return (x > y) - (x < y)
+            try:
+                L.sort(key=cmp_to_key(cmp))
+            except ValueError as e:
+                return repr(e), L
+            return "sorted", L
+        def append_pop(L):
+            L.append(3); L.pop()
+        def clear(L):
+            L.clear()
+        def extend_nothing(L):
+            L.extend(())
+        def appended(L):
+            L.append(0)
+        for touch in (append_pop, clear, extend_nothing, appended, append_pop):
+            with CAPTURE():
+                print(touch.__name__, sort_touching([2, 1], touch))
+    """)
+
+
+# Fixed (guards.py): a range or slice argument was guarded by ==, which equal but different
+# values pass: ``range(0) == range(-10)`` (both empty), ``slice(0, 1) == slice(False, True)``,
+# so code compiled for one ran for the other and read the first one's ``stop``
+# (test_range RangeTest.test_attributes). Their guard now checks each part as a constant.
+def test_equal_ranges_and_slices_are_not_one_constant(tmp_path):
+    same_as_plain(tmp_path, """
+        def parts(r):
+            print(r.start, r.stop, r.step)      # (print: a graph break with the parts live)
+        values = [range(0), range(-10), range(0, 3, 2), range(0, 4, 2), slice(0, 1),
+                  slice(False, True), slice(0.0, 1), slice(-0.0, 1), slice(None, 2 ** 70),
+                  slice(None, 2 ** 70 + 1), slice((), 1), slice((), 1)]
+        with CAPTURE():
+            for v in values:
+                parts(v)
+    """)

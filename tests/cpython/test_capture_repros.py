@@ -727,7 +727,7 @@ def test_keyword_map_built_across_a_graph_break_keeps_its_items(tmp_path):
 # if anything was stored into it meanwhile. A key function or __lt__ compiled on its own that
 # appended to the list and popped again was replayed as its final contents only (``L[:] = []``,
 # which stores nothing), so the sort did not notice. A list that grew and ends empty now grows
-# in the replay too. (test_sort TestBugs.test_bug453523 and the issue's repro)
+# in the replay too. (test_sort TestBugs.test_undetected_mutation)
 def test_list_changed_and_restored_during_its_sort_is_noticed(tmp_path):
     same_as_plain(tmp_path, """
         from functools import cmp_to_key
@@ -768,4 +768,49 @@ def test_equal_ranges_and_slices_are_not_one_constant(tmp_path):
         with CAPTURE():
             for v in values:
                 parts(v)
+    """)
+
+
+# Fixed (guards.py, constant_copies.py, dynamic_shapes.py, output_graph.py): a compiled version
+# kept the program's own objects: a str / bytes / int / float / range / slice argument in the
+# value its CONSTANT_MATCH guard compares with and in the last value seen of a scalar argument,
+# so such an object outlived the program's last reference (sys.getrefcount showed it: test_
+# memoryview test_getbuffer). They keep equal copies now.
+def test_compiled_code_keeps_no_reference_to_constant_arguments(tmp_path):
+    same_as_plain(tmp_path, """
+        import sys
+        def read(obj):
+            print(end="")                       # (a graph break with obj live)
+            return obj.stop if type(obj) is slice else obj[1:3]
+        def add(n):
+            print(end="")
+            return n + 1
+        for value in (b"XabcdefY" * 3, "xyz" * 10, 10 ** 30, 12345.5, range(3, 50),
+                      slice(10 ** 20, 2), 77777, 88888):
+            with CAPTURE():
+                before = sys.getrefcount(value)
+                (add if type(value) in (int, float) else read)(value)
+                print(type(value).__name__, sys.getrefcount(value) - before)
+    """)
+
+
+# Fixed (guards.py _mortal): a guard on a module held it strongly (modules live as long as the
+# interpreter, the rule was); a module imported afresh (test.support's import_fresh_module,
+# not what sys.modules holds) then never died (test_struct
+# test__struct_reference_cycle_cleaned_up). Such a module and its builtin functions are held
+# weakly now, as other objects the program can drop.
+def test_module_imported_afresh_dies_when_dropped(tmp_path):
+    same_as_plain(tmp_path, """
+        import gc, weakref
+        from test.support import import_helper
+        def fresh(name, call):
+            module = import_helper.import_fresh_module(name)
+            call(module)
+            ref = weakref.ref(module)
+            del module
+            gc.collect()
+            return ref() is None
+        with CAPTURE():
+            print(fresh("_struct", lambda m: m.calcsize("b")))
+            print(fresh("json", lambda m: m.dumps(1)))
     """)

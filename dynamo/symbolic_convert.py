@@ -1076,7 +1076,7 @@ class InstructionTranslator:
             run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
         elif isinstance(obj, DictVariable):
             obj.check_mutable()
-            run_user_op(operator.setitem, obj.items, _dict_key(key), value)
+            obj.put(_dict_key(key), key, value)
         else:
             raise Unsupported(f"item assignment on {obj.describe()}")
 
@@ -1091,7 +1091,10 @@ class InstructionTranslator:
     def BUILD_MAP(self, inst: Instr) -> None:
         flat = self.popn(2 * inst.arg)
         keys = [_dict_key(k) for k in flat[::2]]
-        self.push(DictVariable(run_user_op(dict, zip(keys, flat[1::2]))))
+        out = DictVariable({})
+        for key, tracker, value in zip(keys, flat[::2], flat[1::2]):
+            out.put(key, tracker, value)
+        self.push(out)
 
     def BUILD_CONST_KEY_MAP(self, inst: Instr) -> None:
         keys = self.pop().as_python_constant()
@@ -1183,7 +1186,7 @@ class InstructionTranslator:
         key = self.pop()
         target = self.stack[-inst.arg]
         target.check_mutable()
-        run_user_op(operator.setitem, target.items, _dict_key(key), value)
+        target.put(_dict_key(key), key, value)
 
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
@@ -1198,7 +1201,7 @@ class InstructionTranslator:
             # ``f(**a, **b)`` with a key in both: Python's TypeError names the callee; the
             # instruction runs in plain Python to raise it
             raise Unsupported("a keyword argument given twice by ** unpacking")
-        target.items.update(update.items)
+        target.merge(update)
 
     DICT_MERGE = DICT_UPDATE
 

@@ -356,13 +356,13 @@ def _hasattr(tx, args, kwargs):
 def _dict(tx, args, kwargs):
     if len(args) > 1:
         raise user_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
-    items: dict = {}
+    out = DictVariable({})
     if args:
         if not isinstance(args[0], DictVariable):
             raise Unsupported("dict() of a value that is not a dict")
-        items.update(args[0].items)
-    items.update(kwargs)
-    return DictVariable(items)
+        out.merge(args[0])
+    out.items.update(kwargs)  # (keyword names: str constants)
+    return out
 
 
 #: Builtins with a tracing rule. Others, called on constants, run at trace time if pure.
@@ -611,20 +611,20 @@ class DictMethodVariable(VariableTracker):
             for arg in args:
                 if not isinstance(arg, DictVariable):
                     raise Unsupported("dict.update() from a value that is not a dict")
-                items.update(arg.items)
-            items.update(kwargs)
+                self.d.merge(arg)
+            items.update(kwargs)  # (keyword names: str constants)
             return ConstantVariable(None)
         if self.name == "copy":
-            return DictVariable(dict(items))
+            return DictVariable(dict(items), key_trackers=self.d.key_trackers)
         if self.name in ("pop", "setdefault"):
             key = args[0].as_python_constant()
             run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
             if self.name == "setdefault":
                 if key not in items:
-                    items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
+                    self.d.put(key, args[0], args[1] if len(args) > 1 else ConstantVariable(None))
                 return items[key]
             if key in items:
-                return items.pop(key)
+                return self.d.remove(key)
             if len(args) > 1:
                 return args[1]
             raise user_error(KeyError, repr(key))

@@ -814,3 +814,32 @@ def test_module_imported_afresh_dies_when_dropped(tmp_path):
             print(fresh("_struct", lambda m: m.calcsize("b")))
             print(fresh("json", lambda m: m.dumps(1)))
     """)
+
+
+# Fixed (variables/containers.py DictVariable.key_trackers): a dict built in the frame was
+# rebuilt with its keys as constants of the compiled code, made while tracing: a tuple key read
+# from the frame became an equal tuple, another object (``list(d)[0] is t`` was False), and,
+# made during the compile, one the collector never looked at again, so it stayed tracked
+# (test_dict DictTest.test_track_literals). Keys are rebuilt from where they came now.
+def test_dict_keys_are_the_frames_objects(tmp_path):
+    same_as_plain(tmp_path, """
+        import gc
+        def build(t, s, b):
+            d = {t: 1, s: 2}
+            d4 = {}
+            d4[t] = 5
+            d4.setdefault((1, 2), 3)
+            copies = (d, dict(d), d.copy(), d4, {**d})
+            b.x                                 # graph break: the dicts are rebuilt
+            return ([next(iter(x)) is t for x in copies] + [list(d.keys())[1] is s], d)
+        def untracked_after_collect(b):
+            x, z = 1.5, (1, None)
+            b.x
+            d = {x: (), z: 1}
+            gc.collect(); gc.collect()
+            return gc.is_tracked(d)
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            for t in ((1, 2), tuple([1, 2])):
+                print(build(t, "".join(["a", "b"]), b)[0], untracked_after_collect(b))
+    """)

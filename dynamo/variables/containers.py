@@ -171,8 +171,8 @@ class DictVariable(VariableTracker):
         `tracker` stands for; an existing one stays the object it was (as in Python)."""
         from .constant import run_user_op
 
-        new = key not in self.items
-        run_user_op(operator.setitem, self.items, key, value)
+        new = not run_user_op(operator.contains, self.items, key)  # (unhashable: TypeError)
+        self.items[key] = value
         if new and _rebuilt_from_tracker(tracker):
             self.key_trackers[key] = tracker
 

@@ -843,3 +843,27 @@ def test_dict_keys_are_the_frames_objects(tmp_path):
             for t in ((1, 2), tuple([1, 2])):
                 print(build(t, "".join(["a", "b"]), b)[0], untracked_after_collect(b))
     """)
+
+
+# OPEN (codegen.py / csrc/eval_frame.c): a resume, loop-body or with-body function is made by
+# MAKE_FUNCTION in the transformed code, which takes its builtins from the globals'
+# ``__builtins__`` *now*; a running frame keeps the builtins it started with. After the module's
+# ``__builtins__`` is replaced, a graph break's continuation sees the new ones (test_dynamic
+# RebindBuiltinsTests.test_cannot_replace_builtins_dict_while_active: NameError for ``next``).
+# A fix: tail_call / call_owned / the loop driver give the new function the builtins of the
+# frame that makes it (PyFunctionObject.func_builtins), or the hook sets its frame's.
+@open_bug("continuations get their builtins from the globals' current __builtins__")
+def test_continuation_keeps_the_frames_builtins(tmp_path):
+    same_as_plain(tmp_path, """
+        import builtins
+        def f(b):
+            globals()["__builtins__"] = {"len": lambda x: 7}
+            try:
+                b.x                 # graph break: the rest runs in a resume function
+                return len([1, 2]), next(iter([5]))
+            finally:
+                globals()["__builtins__"] = builtins
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            print(f(b))
+    """)

@@ -91,39 +91,46 @@ class SideEffects:
         return out
 
     def load(self, gen: "Codegen") -> int:
-        """Push the new value of everything that changed (lists: the new item list), the last
-        change's deepest, so `store` pops them in replay order; returns how many values were
-        pushed. Loading them all before storing any keeps one store from changing what
-        another reads."""
-        changes = self._changes()
-        for change in reversed(changes):
-            if change[0] == "list":
-                for item in change[1].items:
+        """Push the new value of everything that changed (lists: the new item list) and the
+        object it changes (attributes, lists), the last change's deepest, so `store` pops them
+        in replay order; returns how many values were pushed. Loading them all before storing
+        any keeps one store from changing what another reads, and the objects are loaded
+        before the caller rebinds the frame's locals: a list or object read from a local that
+        the frame then rebound (``L.append(3); L = [...]`` before a graph break) is still the
+        one that changed."""
+        pushed = 0
+        for change in reversed(self._changes()):
+            kind = change[0]
+            if kind == "list":
+                lst = change[1]
+                for item in lst.items:
                     gen.reconstruct(item)
-                gen.extend(ins.build_list(len(change[1].items)))
+                gen.extend(ins.build_list(len(lst.items)))
+                lst.source.reconstruct(gen)
+                pushed += 2
+                if self._grew_and_emptied(lst):  # lst[:] = (None,) first, as it grew
+                    gen.extend(ins.load_const((None,)))
+                    lst.source.reconstruct(gen)
+                    pushed += 2
+            elif kind == "attr":
+                gen.reconstruct(change[3])
+                change[1].source.reconstruct(gen)
+                pushed += 2
             else:
                 gen.reconstruct(change[-1])
-        return len(changes)
+                pushed += 1
+        return pushed
 
     def store(self, gen: "Codegen") -> None:
         """With what `load` pushed on the stack: make the changes, in replay order."""
         for store in self._changes():
             kind = store[0]
             if kind == "attr":
-                store[1].source.reconstruct(gen)
                 gen.extend(ins.store_attr(store[2]))
             elif kind == "global":
                 gen.extend(ins.store_global(store[1]))
             elif kind == "cell":
                 gen.extend(ins.store_deref(FreeVar(store[1])))
             else:  # the same list object gets the new items: lst[:] = [...]
-                if self._grew_and_emptied(store[1]):  # lst[:] = (None,) first, as it grew
-                    gen.extend(ins.load_const((None,)))
-                    _store_all_items(gen, store[1])
-                _store_all_items(gen, store[1])
-
-
-def _store_all_items(gen: "Codegen", lst: "VariableTracker") -> None:
-    """``lst[:] = <top of the stack>`` on the real list object."""
-    lst.source.reconstruct(gen)
-    gen.extend(ins.load_const(slice(None)) + ins.store_subscr())
+                for _ in range(2 if self._grew_and_emptied(store[1]) else 1):
+                    gen.extend(ins.load_const(slice(None)) + ins.store_subscr())

@@ -867,3 +867,32 @@ def test_continuation_keeps_the_frames_builtins(tmp_path):
         with CAPTURE():
             print(f(b))
     """)
+
+
+# Fixed (side_effects.py): at a graph break the replay of a change to a list or object from
+# outside the frame read its target through the frame's local *after* the locals were restored:
+# a name the frame had rebound since (``L.append(3); L = [f(x) for x in L]``) pointed at the new
+# value, which got the old list's items and the old list none (test_zlib
+# CompressObjectTestCase.test_flushes: ``sync_opt.append(...)``, then ``sync_opt = [getattr(zlib,
+# opt) for opt in sync_opt ...]`` made flush() receive the option names). The targets are loaded
+# with the new values now, before any local is stored.
+def test_replayed_changes_reach_the_object_a_rebound_name_held(tmp_path):
+    same_as_plain(tmp_path, """
+        class Obj:
+            pass
+        def rebinds_list(L, b):
+            L.append(3)
+            L = [len(str(x)) for x in L]
+            b.x                                 # graph break
+            return L
+        def rebinds_object(o, b):
+            o.value = 1
+            o = Obj()
+            b.x
+            return vars(o)
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            for _ in range(2):
+                L, o = [1, 2], Obj()
+                print(rebinds_list(L, b), L, rebinds_object(o, b), vars(o))
+    """)

@@ -822,6 +822,9 @@ class UserObjectVariable(VariableTracker):
                 value = found.__get__(obj, cls)
             except AttributeError:  # (an empty slot)
                 return self._missing(name)
+            except Exception as exc:  # (another class's slot: TypeError, test_opcache)
+                raise Unsupported(f"reading {name!r} of {self.describe()} raises "
+                                  f"{type(exc).__name__}: the read runs in plain Python") from None
             return VariableBuilder(tx, AttrSource(self.source, name))(value)
         own = own_attribute(obj, name, found)
         if own is _UNKNOWN:

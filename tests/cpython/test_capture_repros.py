@@ -845,14 +845,13 @@ def test_dict_keys_are_the_frames_objects(tmp_path):
     """)
 
 
-# OPEN (codegen.py / csrc/eval_frame.c): a resume, loop-body or with-body function is made by
-# MAKE_FUNCTION in the transformed code, which takes its builtins from the globals'
-# ``__builtins__`` *now*; a running frame keeps the builtins it started with. After the module's
-# ``__builtins__`` is replaced, a graph break's continuation sees the new ones (test_dynamic
-# RebindBuiltinsTests.test_cannot_replace_builtins_dict_while_active: NameError for ``next``).
-# A fix: tail_call / call_owned / the loop driver give the new function the builtins of the
-# frame that makes it (PyFunctionObject.func_builtins), or the hook sets its frame's.
-@open_bug("continuations get their builtins from the globals' current __builtins__")
+# Fixed (csrc/cache.c npd_entry_function, csrc/eval_frame.c own_builtins, codegen.py): the
+# shadow frame's function and every resume, loop-body or with-body function took its builtins
+# from the globals' ``__builtins__`` at the time it was made; a running frame keeps the builtins
+# it started with. After the module's ``__builtins__`` was replaced, compiled code and a graph
+# break's continuation saw the new ones (test_dynamic RebindBuiltinsTests
+# .test_cannot_replace_builtins_dict_while_active: NameError for ``next``). They get the
+# frame's builtins now.
 def test_continuation_keeps_the_frames_builtins(tmp_path):
     same_as_plain(tmp_path, """
         import builtins

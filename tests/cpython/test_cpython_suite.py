@@ -175,12 +175,6 @@ FIRST_CALL_COMPILES = Known(
     open_bug=False, flaky=True)
 
 
-CONTINUATION_BUILTINS = Known(
-    "OPEN: a function made by transformed code (resume, loop body, with body) takes its "
-    "builtins from the globals' __builtins__ at the time it is made, not the running frame's; "
-    "repro test_continuation_keeps_the_frames_builtins.")
-
-
 def _ids(module: str, known: Known, *names: str) -> dict[str, Known]:
     return {f"test.{module}.{name}": known for name in names}
 
@@ -195,8 +189,6 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
     **_ids("test_sys", SHARED_CONSTANT_REFCOUNT, "SysModuleTest.test_refcount"),
     **_ids("test_sys", ALLOCATED_BLOCKS, "SysModuleTest.test_getallocatedblocks"),
     **_ids("test_array", SHARED_CONSTANT_REFCOUNT, "*Test.test_bug_782369"),
-    **_ids("test_dynamic", CONTINUATION_BUILTINS,
-           "RebindBuiltinsTests.test_cannot_replace_builtins_dict_while_active"),
     **_ids("test_re", FIRST_CALL_COMPILES, "ReTests.test_search_anchor_at_beginning"),
     **_ids("test_sys_settrace", PEP523_STOP_ITERATION, *(
         f"{case}.test_20_async_for_loop" for case in (

@@ -366,17 +366,22 @@ static int is_module_dict(PyObject *globals) {
  * namespace or a recursive inner function it forms an uncollectable cycle
  * (globals -> function -> code -> code table -> entry -> kept function -> globals). */
 PyObject *npd_entry_function(npd_extra *extra, npd_entry *entry, PyObject *globals,
-                             PyObject *closure) {
+                             PyObject *builtins, PyObject *closure) {
     PyFunctionObject *kept = (PyFunctionObject *)entry->func;
-    if (kept != NULL && kept->func_globals == globals && kept->func_closure == closure) {
+    if (kept != NULL && kept->func_globals == globals && kept->func_closure == closure
+        && kept->func_builtins == builtins) {
         return Py_NewRef(entry->func);
     }
-    /* PyFunction_New takes name/qualname from the code and builtins from the globals;
-     * defaults are irrelevant because every argument is passed positionally. */
+    /* PyFunction_New takes name/qualname from the code and builtins from the globals (set to
+     * the frame's below); defaults are irrelevant because every argument is passed
+     * positionally. */
     unsigned long version = extra->version;
     PyObject *func = PyFunction_New(entry->new_code, globals);
     if (func == NULL) {
         return NULL;
+    }
+    if (builtins != NULL && ((PyFunctionObject *)func)->func_builtins != builtins) {
+        Py_XSETREF(((PyFunctionObject *)func)->func_builtins, Py_NewRef(builtins));
     }
     if (closure != NULL && PyFunction_SetClosure(func, closure) < 0) {
         Py_DECREF(func);

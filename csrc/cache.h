@@ -118,12 +118,14 @@ static inline int npd_extra_failed_for(const npd_extra *extra, void *owner) {
  * the hidden flag stays too: it describes the code, not its cache). */
 void npd_extra_reset(npd_extra *extra);
 
-/* A function object running entry->new_code with these globals and closure (closure may be
- * NULL).  Reuses the entry's function while both are the same objects; keeps a new one in the
- * entry only for module globals and no closure (else it would pin objects the cycle collector
- * cannot free).  New reference, or NULL with an exception set. */
+/* A function object running entry->new_code with these globals, builtins (the original
+ * frame's: not those of the globals' __builtins__ now, which the program may have replaced
+ * since the frame started) and closure (closure may be NULL).  Reuses the entry's function
+ * while all three are the same objects; keeps a new one in the entry only for module globals
+ * and no closure (else it would pin objects the cycle collector cannot free).  New reference,
+ * or NULL with an exception set. */
 PyObject *npd_entry_function(npd_extra *extra, npd_entry *entry, PyObject *globals,
-                             PyObject *closure);
+                             PyObject *builtins, PyObject *closure);
 
 /* [(check_fn, new_code), ...], most recently hit first; only the entries of `owner` unless it
  * is NULL.  New reference. */

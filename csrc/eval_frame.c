@@ -328,7 +328,7 @@ static PyObject *stack_check(PyThreadState *ts, npd_frame *frame, int throw_flag
  * and counts as failed (a GuardSet fails quietly, as its Python text does).  Runs suspended. */
 static __attribute__((noinline)) int
 cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs, PyObject *globals,
-             PyObject *closure, PyObject *callback, PyObject **func_out) {
+             PyObject *builtins, PyObject *closure, PyObject *callback, PyObject **func_out) {
     /* Compile mode uses only the entries this callback compiled; run-only (False) uses all. */
     void *owner = callback == Py_False ? NULL : (void *)callback;
     if (extra->head == NULL) {
@@ -403,7 +403,7 @@ cache_lookup(npd_extra *extra, PyObject **slots, Py_ssize_t nargs, PyObject *glo
         if (ok) {
             npd_cache_move_to_front(extra, e);
             extra->hits++;
-            *func_out = npd_entry_function(extra, e, globals, closure);
+            *func_out = npd_entry_function(extra, e, globals, builtins, closure);
             found = *func_out != NULL ? 1 : -1;
             break;
         }
@@ -562,7 +562,8 @@ compile_frame(PyObject *callback, npd_frame *frame, npd_extra *extra, PyObject *
         goto done;
     }
     new_extra->state = NPD_SKIP;
-    *func_out = npd_entry_function(extra, extra->head, npd_frame_globals(frame), closure);
+    *func_out = npd_entry_function(extra, extra->head, npd_frame_globals(frame),
+                                   npd_frame_builtins(frame), closure);
     found = *func_out != NULL ? 1 : -1;
 done:
     Py_XDECREF(result);
@@ -737,6 +738,22 @@ static PyObject *tail_call(PyObject *module, PyObject *const *args, Py_ssize_t n
     return (PyObject *)self;
 }
 
+/* own_builtins(fn) -> fn, its builtins replaced by those of the frame that calls own_builtins
+ * (emitted by dynamo/codegen.py around the MAKE_FUNCTION of a resume, loop-body or with-body
+ * function).  MAKE_FUNCTION takes the builtins from the globals' __builtins__ as they are now;
+ * the rest of the user's function must run with the builtins its frame started with, as in
+ * plain Python, even after the module's __builtins__ was replaced (CPython's test_dynamic). */
+static PyObject *own_builtins(PyObject *module, PyObject *fn) {
+    if (PyFunction_Check(fn)) {
+        PyObject *builtins = PyEval_GetBuiltins(); /* borrowed: the calling frame's */
+        PyFunctionObject *func = (PyFunctionObject *)fn;
+        if (builtins != NULL && func->func_builtins != builtins) {
+            Py_XSETREF(func->func_builtins, Py_NewRef(builtins));
+        }
+    }
+    return Py_NewRef(fn);
+}
+
 /* call_owned(fn, *args) -> fn(*args), the caller's references to the arguments handed over
  * to fn's frame (emitted by dynamo/codegen.py for the call of a try/with statement's body
  * function: `del x` in the body must free x where plain Python does, and the caller's value
@@ -871,7 +888,8 @@ static PyObject *intercept_with(PyThreadState *ts, npd_frame *frame, npd_extra *
 
     tls_suspended++;
     if (extra != NULL) {
-        found = cache_lookup(extra, slots, nargs, npd_frame_globals(frame), closure, callback,
+        found = cache_lookup(extra, slots, nargs, npd_frame_globals(frame),
+                             npd_frame_builtins(frame), closure, callback,
                              &func);
     }
     if (found == 0) {
@@ -1691,6 +1709,9 @@ static PyMethodDef module_methods[] = {
     {"tail_call", (PyCFunction)(void (*)(void))tail_call, METH_FASTCALL,
      PyDoc_STR("tail_call(*args, fn) -> a TailCall that the hook makes after the shadow frame "
                "returns (emitted by transformed code at graph breaks)")},
+    {"own_builtins", own_builtins, METH_O,
+     PyDoc_STR("own_builtins(fn) -> fn with the builtins of the calling frame (generated code: "
+               "a continuation keeps its frame's builtins)")},
     {"call_owned", (PyCFunction)(void (*)(void))call_owned, METH_FASTCALL,
      PyDoc_STR("call_owned(fn, *args) -> fn(*args), the references the caller's value stack "
                "holds to args handed over to fn's frame (only for generated code's CALL)")},

@@ -34,7 +34,7 @@ from bytecode.instr import InstrLocation
 from . import compat
 from . import instructions as ins
 from . import loops, region_body
-from ._C import call_owned, stay_in_frame, tail_call
+from ._C import call_owned, own_builtins, stay_in_frame, tail_call
 from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
 from .loops import ITEM, LoopPlan
@@ -483,8 +483,18 @@ def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
     """Push the frame's cells (the resume function's last arguments), then the function."""
     for name in resume.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    _load_closure(gen, code, resume.closure_names)  # (3.10: the frame's cell variables too)
-    gen.extend(ins.make_closure(resume.code, len(resume.closure_names)))
+    _make_continuation(gen, code, resume.code, resume.closure_names)
+
+
+def _make_continuation(gen: Codegen, code: types.CodeType, fn_code: types.CodeType,
+                       closure_names: tuple[str, ...]) -> None:
+    """Push a function for `fn_code` (a resume or body function) with the frame's cells named
+    `closure_names` (3.10: its cell variables too) and the frame's builtins: MAKE_FUNCTION
+    takes those of the globals' ``__builtins__`` now, which the program may have replaced
+    since the frame started (`_C.own_builtins`)."""
+    gen.extend(ins.with_null(ins.load_const(own_builtins)))
+    _load_closure(gen, code, closure_names)
+    gen.extend(ins.make_closure(fn_code, len(closure_names)) + ins.call(1))
 
 
 def _load_closure(gen: Codegen, code: types.CodeType, names: tuple[str, ...]) -> None:
@@ -612,8 +622,7 @@ def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: Try
     # passes every bound local on, read or not; the plan guarantees none is read there. A way
     # out stores the locals the block assigned and that are read after it.)
     gen.extend(ins.with_null(ins.load_const(call_owned)))
-    _load_closure(gen, code, plan.closure_names)
-    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)))
+    _make_continuation(gen, code, plan.body, plan.closure_names)
     for k in range(plan.stack_args):
         gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
     for k in range(plan.stack_args):
@@ -708,8 +717,8 @@ def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> Non
     for name in plan.kept:
         if name not in plan.kept_before:
             gen.extend(ins.load_const(loops.UNBOUND) + ins.store_fast(name))
-    _load_closure(gen, code, plan.closure_names)
-    gen.extend(ins.make_closure(plan.body, len(plan.closure_names)) + ins.store_fast(LOOP_BODY))
+    _make_continuation(gen, code, plan.body, plan.closure_names)
+    gen.extend(ins.store_fast(LOOP_BODY))
     gen.label(head)
     if plan.iterates:
         done = Label()

@@ -26,6 +26,8 @@ import numpy as np
 from fx.symbolic import MIN_DYNAMIC_SIZE
 from fx.weak import IdentityMap
 
+from .constant_copies import detached
+
 __all__ = ["mark_dynamic", "mark_static", "dynamic_dims", "scalar_is_dynamic", "forget"]
 
 _lock = threading.Lock()
@@ -127,7 +129,7 @@ def scalar_is_dynamic(code: Any, source: str, value: int | float, mode: bool | N
         changed = prev is not _MISSING and (
             prev is None or type(prev[0]) is not type(value)
             or (prev[0] != value if type(value) is int else repr(prev[0]) != repr(value)))
-        per_code[key] = None if changed or prev is None else (value,)
+        per_code[key] = None if changed or prev is None else (detached(value),)
     return mode is True or changed
 
 

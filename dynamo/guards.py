@@ -38,6 +38,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _C
+from .constant_copies import detached
 from .source import (AttrSource, ClosureSource, GetItemSource, GlobalSource, LocalSource, Source,
                      guard_parameter)
 
@@ -97,6 +98,17 @@ class Guard:
 
 
 _SIMPLE_CONSTANT_TYPES = (int, str, bool, type(None), bytes)
+#: constants whose equal values can differ in what they show: ``range(0) == range(-10)`` (both
+#: empty) but their ``stop`` differs; ``slice(0, 1) == slice(False, True) == slice(0.0, 1)``.
+#: Their guard checks each part as a constant of its own (parts of other types: by identity).
+_COMPOUND_CONSTANT_TYPES = (range, slice)
+_PART_CONSTANT_TYPES = (*_SIMPLE_CONSTANT_TYPES, float, complex)
+
+
+def _constant_parts(value: range | slice) -> list[tuple[str, object, bool]]:
+    """(attribute, part, whether the part is compared as a constant or by identity)."""
+    return [(name, part, type(part) in _PART_CONSTANT_TYPES)
+            for name in ("start", "stop", "step") for part in [getattr(value, name)]]
 
 
 class GuardBuilder:
@@ -150,7 +162,11 @@ class GuardBuilder:
         if value is None:
             return [f"{e} is None"]
         checks = [f"___type({e}) is {self.const(typ, typ.__name__)}"]
-        if typ is float and value != value:
+        if typ in _COMPOUND_CONSTANT_TYPES:
+            for name, part, constant in _constant_parts(value):
+                checks += (self.CONSTANT_MATCH(f"{e}.{name}", (type(part), part)) if constant
+                           else [f"{e}.{name} is {self.const(part, name)}"])
+        elif typ is float and value != value:
             # NaNs carry a sign too (np.copysign, np.signbit and x * nan show it)
             checks.append(f"{e} != {e}")
             checks.append(f"___copysign(1.0, {e}) == {math.copysign(1.0, value)!r}")
@@ -297,7 +313,12 @@ class GuardLowering:
         if value is None:
             return [(_IS, p, None, None, 0)]
         checks = [(_TYPE_IS, p, typ, None, 0)]
-        if typ is float and value != value:
+        if typ in _COMPOUND_CONSTANT_TYPES:
+            for name, part, constant in _constant_parts(value):
+                part_path = p + ((_ATTR, name),)
+                checks += (self.CONSTANT_MATCH(part_path, (type(part), part)) if constant
+                           else [(_IS, part_path, part, None, 0)])
+        elif typ is float and value != value:
             checks.append((_NAN, p, None, None, 0))
             checks.append((_COPYSIGN, p, None, None, int(math.copysign(1.0, value))))
         elif typ is float and value == 0.0:
@@ -361,7 +382,11 @@ NDARRAY_FAST_PATH = _layout_probe()
 
 
 def _weakened(guard: Guard) -> Guard:
-    """`guard`, holding its expected object weakly (`_Weak`) when the program may drop it."""
+    """`guard`, holding its expected object weakly (`_Weak`) when the program may drop it, and
+    an equal copy of a constant (`detached`) instead of the program's own object."""
+    if guard.kind == "CONSTANT_MATCH":
+        typ, value = guard.expected
+        return Guard(guard.source, guard.kind, (typ, detached(value)), guard.order)
     if guard.kind == "TYPE_MATCH":
         obj = guard.expected
     elif guard.kind == "ID_MATCH":
@@ -374,23 +399,32 @@ def _weakened(guard: Guard) -> Guard:
 
 
 _TYPE_DICT = type.__dict__["__dict__"]
+_MODULE_DICT = types.ModuleType.__dict__["__dict__"]
 
 
 def _mortal(obj: object) -> bool:
     """Whether the program may drop `obj` while a guard on it is cached: a class or function
-    that is not what its module holds under its qualified name (made by a call), or an object
-    of a Python class. (Modules, builtins, NumPy's callables and module-level classes and
-    functions live as long as their modules: held strongly.) Read without running the
-    program's code."""
+    that is not what its module holds under its qualified name (made by a call), an object
+    of a Python class, a module that is not the one sys.modules holds under its name (imported
+    afresh: test.support's import_fresh_module; CPython's test_struct checks that such a
+    module dies) and a builtin function of such a module. (Imported modules, builtins,
+    NumPy's callables and module-level classes and functions live as long as their modules:
+    held strongly.) Read without running the program's code."""
     typ = type(obj)
+    if issubclass(typ, types.ModuleType):
+        name = _MODULE_DICT.__get__(obj, types.ModuleType).get("__name__")
+        return not (isinstance(name, str) and sys.modules.get(name) is obj)
+    if typ is types.BuiltinFunctionType:
+        owner = obj.__self__
+        return isinstance(owner, types.ModuleType) and _mortal(owner)
     if typ is types.FunctionType:
         return not _held_by_module(obj, obj.__module__)
     if issubclass(typ, type):
         if not obj.__flags__ & _HEAPTYPE:
             return False  # (a static type: int, np.ndarray)
         return not _held_by_module(obj, _TYPE_DICT.__get__(obj, type).get("__module__"))
-    if not typ.__flags__ & _HEAPTYPE or issubclass(typ, types.ModuleType):
-        return False  # (an object of a C type, or a module)
+    if not typ.__flags__ & _HEAPTYPE:
+        return False  # (an object of a C type)
     try:
         weakref.ref(obj)
     except TypeError:

@@ -28,6 +28,7 @@ from . import config, dump, repro
 from .exc import BackendError, Unsupported
 from .output_check import OutputCheck
 from .dynamic_shapes import dynamic_dims
+from .constant_copies import detached
 from .guards import Guard
 from .source import SizeFactSource, Source
 from .variables.base import VariableTracker
@@ -129,7 +130,9 @@ class OutputGraph:
     def add_scalar_input(self, source: Source, value: int | float) -> VariableTracker:
         """A Python int/float argument as a graph input (its type guarded, not its value)."""
         self.add_guard(Guard(source, "TYPE_MATCH", type(value)))
-        # (its meta is the value itself: what the shape rules see; only its type matters)
+        # (its meta is an equal value: what the shape rules see; only its type matters. Not the
+        # program's object, which the graph would keep alive: constant_copies)
+        value = detached(value)
         node = self._placeholder(source, value, value)
         node.meta["unspecialized"] = True
         return UnspecializedScalarVariable(node, value, source, self)
@@ -144,7 +147,7 @@ class OutputGraph:
         if value < MIN_DYNAMIC_SIZE:
             return None
         known = source in self._int_symbols
-        sym = self.shape_env.int_symbol(source, value, source.guard_expr())
+        sym = self.shape_env.int_symbol(source, detached(value), source.guard_expr())
         if not known:
             self._int_symbols.add(source)
             self.add_guard(Guard(source, "SYMBOLIC_INT", sym))

@@ -4,7 +4,8 @@ the graph.
 In: the translator's mutations of things the frame did not create: attribute writes on user
 objects, assignments to globals and to closure cells (``nonlocal``), and changes to lists that
 came from outside (append, extend, item assignment). Out: bytecode that applies the final state
-after the graph has run, in `codegen` (at a return, or before the instruction that runs in plain
+after the graph has run (for a list that grew and ends empty, a growth first: list.sort()
+detects any store into the list it sorts), in `codegen` (at a return, or before the instruction that runs in plain
 Python at a graph break).
 
 While tracing, a later read of the same attribute, global, cell or list sees the new value (the
@@ -39,6 +40,8 @@ class SideEffects:
     cells: dict[str, "VariableTracker"] = field(default_factory=dict)
     #: lists from outside the frame whose items changed
     lists: dict[int, "VariableTracker"] = field(default_factory=dict)
+    #: per list: (length before its first change, largest length before any change)
+    list_sizes: dict[int, tuple[int, int]] = field(default_factory=dict)
 
     def store_attr(self, obj: "VariableTracker", name: str, value: "VariableTracker") -> None:
         self.attrs[(id(obj), name)] = (obj, name, value)
@@ -48,7 +51,18 @@ class SideEffects:
         return found[2] if found is not None else None
 
     def mutated_list(self, lst: "VariableTracker") -> None:
+        """Called before each change of `lst`'s items (so every length it has had is seen)."""
         self.lists[id(lst)] = lst
+        first, peak = self.list_sizes.get(id(lst), (len(lst.items), 0))
+        self.list_sizes[id(lst)] = (first, max(peak, len(lst.items)))
+
+    def _grew_and_emptied(self, lst: "VariableTracker") -> bool:
+        """Whether `lst` gained items while the frame ran but ends empty. list.sort() empties
+        the list it sorts and raises ValueError afterwards if anything stored into it (a key
+        function or ``__lt__`` that appends and pops again): a replay of the final contents
+        alone, ``lst[:] = []``, stores nothing, and the sort would not notice."""
+        first, peak = self.list_sizes[id(lst)]
+        return not lst.items and peak > first
 
     def values(self) -> list["VariableTracker"]:
         """Every value the replay needs (their graph values become graph outputs)."""
@@ -77,31 +91,46 @@ class SideEffects:
         return out
 
     def load(self, gen: "Codegen") -> int:
-        """Push the new value of everything that changed (lists: the new item list), the last
-        change's deepest, so `store` pops them in replay order; returns how many values were
-        pushed. Loading them all before storing any keeps one store from changing what
-        another reads."""
-        changes = self._changes()
-        for change in reversed(changes):
-            if change[0] == "list":
-                for item in change[1].items:
+        """Push the new value of everything that changed (lists: the new item list) and the
+        object it changes (attributes, lists), the last change's deepest, so `store` pops them
+        in replay order; returns how many values were pushed. Loading them all before storing
+        any keeps one store from changing what another reads, and the objects are loaded
+        before the caller rebinds the frame's locals: a list or object read from a local that
+        the frame then rebound (``L.append(3); L = [...]`` before a graph break) is still the
+        one that changed."""
+        pushed = 0
+        for change in reversed(self._changes()):
+            kind = change[0]
+            if kind == "list":
+                lst = change[1]
+                for item in lst.items:
                     gen.reconstruct(item)
-                gen.extend(ins.build_list(len(change[1].items)))
+                gen.extend(ins.build_list(len(lst.items)))
+                lst.source.reconstruct(gen)
+                pushed += 2
+                if self._grew_and_emptied(lst):  # lst[:] = (None,) first, as it grew
+                    gen.extend(ins.load_const((None,)))
+                    lst.source.reconstruct(gen)
+                    pushed += 2
+            elif kind == "attr":
+                gen.reconstruct(change[3])
+                change[1].source.reconstruct(gen)
+                pushed += 2
             else:
                 gen.reconstruct(change[-1])
-        return len(changes)
+                pushed += 1
+        return pushed
 
     def store(self, gen: "Codegen") -> None:
         """With what `load` pushed on the stack: make the changes, in replay order."""
         for store in self._changes():
             kind = store[0]
             if kind == "attr":
-                store[1].source.reconstruct(gen)
                 gen.extend(ins.store_attr(store[2]))
             elif kind == "global":
                 gen.extend(ins.store_global(store[1]))
             elif kind == "cell":
                 gen.extend(ins.store_deref(FreeVar(store[1])))
             else:  # the same list object gets the new items: lst[:] = [...]
-                store[1].source.reconstruct(gen)
-                gen.extend(ins.load_const(slice(None)) + ins.store_subscr())
+                for _ in range(2 if self._grew_and_emptied(store[1]) else 1):
+                    gen.extend(ins.load_const(slice(None)) + ins.store_subscr())

@@ -1090,8 +1090,9 @@ class InstructionTranslator:
         elif isinstance(obj, ListVariable):
             obj.check_mutable()
             run_user_op(operator.setitem, obj.items, key.as_python_constant(), value)
-        elif isinstance(obj, DictVariable) and obj.source is None:
-            run_user_op(operator.setitem, obj.items, _dict_key(key), value)
+        elif isinstance(obj, DictVariable):
+            obj.check_mutable()
+            obj.put(_dict_key(key), key, value)
         else:
             raise Unsupported(f"item assignment on {obj.describe()}")
 
@@ -1106,7 +1107,10 @@ class InstructionTranslator:
     def BUILD_MAP(self, inst: Instr) -> None:
         flat = self.popn(2 * inst.arg)
         keys = [_dict_key(k) for k in flat[::2]]
-        self.push(DictVariable(run_user_op(dict, zip(keys, flat[1::2]))))
+        out = DictVariable({})
+        for key, tracker, value in zip(keys, flat[::2], flat[1::2]):
+            out.put(key, tracker, value)
+        self.push(out)
 
     def BUILD_CONST_KEY_MAP(self, inst: Instr) -> None:
         keys = self.pop().as_python_constant()
@@ -1196,7 +1200,9 @@ class InstructionTranslator:
     def MAP_ADD(self, inst: Instr) -> None:
         value = self.pop()
         key = self.pop()
-        run_user_op(operator.setitem, self.stack[-inst.arg].items, _dict_key(key), value)
+        target = self.stack[-inst.arg]
+        target.check_mutable()
+        target.put(_dict_key(key), key, value)
 
     def LIST_TO_TUPLE(self, inst: Instr) -> None:
         self.push(TupleVariable(self.pop().unpack(self)))
@@ -1205,7 +1211,13 @@ class InstructionTranslator:
         update = self.pop()
         if not isinstance(update, DictVariable):
             raise Unsupported("dict update from a value that is not a dict built in the frame")
-        self.stack[-inst.arg].items.update(update.items)
+        target = self.stack[-inst.arg]
+        target.check_mutable()
+        if inst.name == "DICT_MERGE" and not target.items.keys().isdisjoint(update.items):
+            # ``f(**a, **b)`` with a key in both: Python's TypeError names the callee; the
+            # instruction runs in plain Python to raise it
+            raise Unsupported("a keyword argument given twice by ** unpacking")
+        target.merge(update)
 
     DICT_MERGE = DICT_UPDATE
 

@@ -106,7 +106,24 @@ def wrap_constant(value: Any, literal: bool = False) -> VariableTracker:
         # (its type: rebuilt as a tuple iterator only where nothing can tell, see iterate())
         kind = None if type(value) is type(iter(())) else type(value)
         return IteratorVariable([wrap_constant(v) for v in value], kind)
+    if not literal:
+        _refuse_long_text(value)
     return ConstantVariable(value)
+
+
+#: A str or bytes longer than this is no constant of the translator's (CPython's own compiler
+#: folds no longer one either: MAX_STR_SIZE in Python/ast_opt.c). A compiled version would keep
+#: it (a constant of its code, or the value its guard compares with on every call) and compile
+#: its repr into the guard text: ``s = 'x' * 10**7`` then cost 0.2 s per compile and a 10 MB
+#: compare per call (CPython's test_re test_search_anchor_at_beginning timed it).
+MAX_CONSTANT_TEXT = 4096
+
+
+def _refuse_long_text(value: Any) -> None:
+    if type(value) in (str, bytes) and len(value) > MAX_CONSTANT_TEXT:
+        raise Unsupported(f"a {type(value).__name__} of {len(value)} characters is no constant "
+                          f"npdynamo traces (more than {MAX_CONSTANT_TEXT}): it is made and "
+                          "used in plain Python")
 
 
 #: A tuple, list or dict with more items than this is not wrapped item by item (each item would
@@ -162,6 +179,7 @@ class VariableBuilder:
             if scalar_is_dynamic(output.code, self.source.name(), value, output.dynamic):
                 return output.add_scalar_input(self.source, value)
         if typ in CONSTANT_TYPES:
+            _refuse_long_text(value)
             self.guard("CONSTANT_MATCH", (typ, value))
             return ConstantVariable(value, source=self.source)
         if typ is np.dtype or issubclass(typ, np.dtype):

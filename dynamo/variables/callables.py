@@ -383,13 +383,13 @@ def _hasattr(tx, args, kwargs):
 def _dict(tx, args, kwargs):
     if len(args) > 1:
         raise user_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
-    items: dict = {}
+    out = DictVariable({})
     if args:
         if not isinstance(args[0], DictVariable):
             raise Unsupported("dict() of a value that is not a dict")
-        items.update(args[0].items)
-    items.update(kwargs)
-    return DictVariable(items)
+        out.merge(args[0])
+    out.items.update(kwargs)  # (keyword names: str constants)
+    return out
 
 
 #: Builtins with a tracing rule. Others, called on constants, run at trace time if pure.
@@ -630,29 +630,28 @@ class DictMethodVariable(VariableTracker):
         if kwargs and self.name != "update":
             raise Unsupported(f"dict.{self.name}() with keyword arguments")
         _check_arity("dict", self.name, args, DICT_ARITY)
-        if self.name in ("update", "pop", "setdefault") and self.d.source is not None:
-            raise Unsupported(f"dict.{self.name}() on the dict {self.d.source.name()} from "
-                              "outside the frame")
+        if self.name in ("update", "pop", "setdefault"):
+            self.d.check_mutable()
         if self.name == "update":
             if len(args) > 1:
                 raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
             for arg in args:
                 if not isinstance(arg, DictVariable):
                     raise Unsupported("dict.update() from a value that is not a dict")
-                items.update(arg.items)
-            items.update(kwargs)
+                self.d.merge(arg)
+            items.update(kwargs)  # (keyword names: str constants)
             return ConstantVariable(None)
         if self.name == "copy":
-            return DictVariable(dict(items))
+            return DictVariable(dict(items), key_trackers=self.d.key_trackers)
         if self.name in ("pop", "setdefault"):
             key = args[0].as_python_constant()
             run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
             if self.name == "setdefault":
                 if key not in items:
-                    items[key] = args[1] if len(args) > 1 else ConstantVariable(None)
+                    self.d.put(key, args[0], args[1] if len(args) > 1 else ConstantVariable(None))
                 return items[key]
             if key in items:
-                return items.pop(key)
+                return self.d.remove(key)
             if len(args) > 1:
                 return args[1]
             raise user_error(KeyError, repr(key))
@@ -850,6 +849,9 @@ class UserObjectVariable(VariableTracker):
                 value = found.__get__(obj, cls)
             except AttributeError:  # (an empty slot)
                 return self._missing(name)
+            except Exception as exc:  # (another class's slot: TypeError, test_opcache)
+                raise Unsupported(f"reading {name!r} of {self.describe()} raises "
+                                  f"{type(exc).__name__}: the read runs in plain Python") from None
             return VariableBuilder(tx, AttrSource(self.source, name))(value)
         own = own_attribute(obj, name, found)
         if own is _UNKNOWN:

@@ -149,9 +149,41 @@ DICT_METHODS = ("get", "keys", "values", "items", "update", "pop", "setdefault",
 class DictVariable(VariableTracker):
     """A dict with constant keys created inside the frame."""
 
-    def __init__(self, items: dict[Any, VariableTracker], source=None) -> None:
+    def __init__(self, items: dict[Any, VariableTracker], source=None,
+                 key_trackers: dict[Any, VariableTracker] | None = None) -> None:
         self.items = dict(items)
         self.source = source
+        #: key -> the tracker of the object the dict holds as that key, where it is not the
+        #: constant itself: a key read from the frame (a tuple argument) is rebuilt from where it
+        #: came, so the dict holds the frame's object as in Python, not an equal one made while
+        #: tracing (which would have another identity, and, made during the compile, stay
+        #: tracked by the collector: test_dict test_track_literals)
+        self.key_trackers = {k: v for k, v in (key_trackers or {}).items() if k in self.items}
+
+    def key(self, key: Any) -> VariableTracker:
+        """The tracker of the object the dict holds as `key`."""
+        from .constant import ConstantVariable
+
+        return self.key_trackers.get(key) or ConstantVariable(key)
+
+    def put(self, key: Any, tracker: VariableTracker, value: VariableTracker) -> None:
+        """``d[key] = value`` with `key` (the value of `tracker`): a new key is the object
+        `tracker` stands for; an existing one stays the object it was (as in Python)."""
+        from .constant import run_user_op
+
+        new = not run_user_op(operator.contains, self.items, key)  # (unhashable: TypeError)
+        self.items[key] = value
+        if new and _rebuilt_from_tracker(tracker):
+            self.key_trackers[key] = tracker
+
+    def merge(self, other: "DictVariable") -> None:
+        """``self.update(other)``: keys new to self are other's key objects."""
+        for key, value in other.items.items():
+            self.put(key, other.key(key), value)
+
+    def remove(self, key: Any) -> VariableTracker:
+        self.key_trackers.pop(key, None)
+        return self.items.pop(key)
 
     def describe(self) -> str:
         return f"dict of {len(self.items)} items"
@@ -167,14 +199,21 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        from .constant import ConstantVariable
-
-        return [ConstantVariable(k) for k in self.items]
+        return [self.key(k) for k in self.items]
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
         from .constant import run_user_op
 
         return run_user_op(operator.getitem, self.items, index.as_python_constant())
+
+    def check_mutable(self) -> None:
+        """Called before the items change. A dict from outside the frame (an argument, or the
+        dict a ``{**a, **b}`` or ``f(**kw)`` was building when a graph break split it: a resume
+        function receives it as an argument) would be rebuilt from its source, the real object,
+        and the change lost: no replay of dict changes exists, so the graph ends here and the
+        change runs in plain Python."""
+        if self.source is not None:
+            raise Unsupported(f"changing the dict {self.source.name()} from outside the frame")
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
         if name in DICT_METHODS:
@@ -188,9 +227,16 @@ class DictVariable(VariableTracker):
             self.source.reconstruct(codegen)
             return
         for key, value in self.items.items():
-            codegen.extend(ins.load_const(key))
+            codegen.reconstruct(self.key(key))
             codegen.reconstruct(value)
         codegen.extend(ins.build_map(len(self.items)))
+
+
+def _rebuilt_from_tracker(tracker: VariableTracker) -> bool:
+    """Whether a dict key is rebuilt from its tracker, not as the constant: it was read from
+    the frame, or is a tuple (built in the frame from such values, or a literal of the code:
+    the very object either way)."""
+    return tracker.source is not None or isinstance(tracker, TupleVariable)
 
 
 _LIST_ITERATOR, _LIST_REVERSED = type(iter([])), type(reversed([]))
@@ -300,10 +346,10 @@ class DictViewVariable(VariableTracker):
         from .constant import ConstantVariable
 
         if self.kind == "keys":
-            return ConstantVariable(key)
+            return self.d.key(key)
         if self.kind == "values":
             return self.d.items[key]
-        return TupleVariable([ConstantVariable(key), self.d.items[key]])
+        return TupleVariable([self.d.key(key), self.d.items[key]])
 
     def unpack(self, tx) -> list[VariableTracker]:
         return [self.make(key) for key in self.d.items]
@@ -410,7 +456,7 @@ def iterate(tx, value: VariableTracker) -> IteratorVariable:
         out.container = value
         return out
     if isinstance(value, DictVariable):
-        return CheckedIteratorVariable(lambda: list(value.items), ConstantVariable, "dictionary")
+        return CheckedIteratorVariable(lambda: list(value.items), value.key, "dictionary")
     if isinstance(value, DictViewVariable):
         return CheckedIteratorVariable(lambda: list(value.d.items), value.make, "dictionary")
     if isinstance(value, ConstantVariable) and type(value.value) is set:

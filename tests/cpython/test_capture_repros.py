@@ -681,3 +681,217 @@ def test_loop_variable_stays_bound_after_the_loop(tmp_path):
             print(f([Cycle(), Cycle()], b))
             print(f([Cycle(), Cycle()], b))
     """)
+
+
+# Fixed: a dict the frame was building when a graph break split the expression (the map of a
+# ``f(**{...})`` or ``**dict(...)`` call, an inlined dict comprehension on 3.12+) comes to the
+# resume function as an argument; DICT_MERGE / DICT_UPDATE / MAP_ADD added the items to the
+# translator's model only and the replay rebuilt the dict from the real, unchanged object: the
+# keywords were lost. A dict from outside the frame is never changed by the translator now
+# (DictVariable.check_mutable: the change runs in plain Python). (test_ordered_dict
+# test_update, test_json TestEncode.test_bad_bool_args)
+def test_keyword_map_built_across_a_graph_break_keeps_its_items(tmp_path):
+    same_as_plain(tmp_path, """
+        import json
+        class BadBool:
+            def __bool__(self):
+                1 / 0
+        def update():
+            d = {}
+            d.update(**dict([('a', 1)]))        # dict(<list>): a graph break inside the call
+            return d
+        def keywords(name):
+            return dict(**{name: BadBool()})    # BadBool(): a graph break inside the map
+        def encode(name):
+            try:
+                json.encoder.JSONEncoder(**{name: BadBool()}).encode({'a': 1})
+            except ZeroDivisionError:
+                return "ZeroDivisionError"
+        def comprehension(b):
+            return {k: b.x for k in (1, 2)}     # b.x: a graph break inside (3.12+: inlined)
+        def twice(a, b):
+            try:
+                return sorted(dict(**a, **b))
+            except TypeError as e:
+                return str(e)
+        b = Breaker(); b.x = 3
+        with CAPTURE():
+            for _ in range(2):
+                print(update(), sorted(keywords("k")), comprehension(b))
+                print([encode(name) for name in ("skipkeys", "sort_keys", "allow_nan")])
+                print(twice({"a": 1}, {"a": 2}), twice({"a": 1}, {"b": BadBool()}))
+    """)
+
+
+# Fixed (side_effects.py): list.sort() empties the list it sorts and raises ValueError afterwards
+# if anything was stored into it meanwhile. A key function or __lt__ compiled on its own that
+# appended to the list and popped again was replayed as its final contents only (``L[:] = []``,
+# which stores nothing), so the sort did not notice. A list that grew and ends empty now grows
+# in the replay too. (test_sort TestBugs.test_undetected_mutation)
+def test_list_changed_and_restored_during_its_sort_is_noticed(tmp_path):
+    same_as_plain(tmp_path, """
+        from functools import cmp_to_key
+        def sort_touching(L, touch):
+            def cmp(x, y):
+                touch(L)
+                return (x > y) - (x < y)
+            try:
+                L.sort(key=cmp_to_key(cmp))
+            except ValueError as e:
+                return repr(e), L
+            return "sorted", L
+        def append_pop(L):
+            L.append(3); L.pop()
+        def clear(L):
+            L.clear()
+        def extend_nothing(L):
+            L.extend(())
+        def appended(L):
+            L.append(0)
+        for touch in (append_pop, clear, extend_nothing, appended, append_pop):
+            with CAPTURE():
+                print(touch.__name__, sort_touching([2, 1], touch))
+    """)
+
+
+# Fixed (guards.py): a range or slice argument was guarded by ==, which equal but different
+# values pass: ``range(0) == range(-10)`` (both empty), ``slice(0, 1) == slice(False, True)``,
+# so code compiled for one ran for the other and read the first one's ``stop``
+# (test_range RangeTest.test_attributes). Their guard now checks each part as a constant.
+def test_equal_ranges_and_slices_are_not_one_constant(tmp_path):
+    same_as_plain(tmp_path, """
+        def parts(r):
+            print(r.start, r.stop, r.step)      # (print: a graph break with the parts live)
+        values = [range(0), range(-10), range(0, 3, 2), range(0, 4, 2), slice(0, 1),
+                  slice(False, True), slice(0.0, 1), slice(-0.0, 1), slice(None, 2 ** 70),
+                  slice(None, 2 ** 70 + 1), slice((), 1), slice((), 1)]
+        with CAPTURE():
+            for v in values:
+                parts(v)
+    """)
+
+
+# Fixed (guards.py, constant_copies.py, dynamic_shapes.py, output_graph.py): a compiled version
+# kept the program's own objects: a str / bytes / int / float / range / slice argument in the
+# value its CONSTANT_MATCH guard compares with and in the last value seen of a scalar argument,
+# so such an object outlived the program's last reference (sys.getrefcount showed it: test_
+# memoryview test_getbuffer). They keep equal copies now.
+def test_compiled_code_keeps_no_reference_to_constant_arguments(tmp_path):
+    same_as_plain(tmp_path, """
+        import sys
+        def read(obj):
+            print(end="")                       # (a graph break with obj live)
+            return obj.stop if type(obj) is slice else obj[1:3]
+        def add(n):
+            print(end="")
+            return n + 1
+        for value in (b"XabcdefY" * 3, "xyz" * 10, 10 ** 30, 12345.5, range(3, 50),
+                      slice(10 ** 20, 2), 77777, 88888):
+            with CAPTURE():
+                before = sys.getrefcount(value)
+                (add if type(value) in (int, float) else read)(value)
+                print(type(value).__name__, sys.getrefcount(value) - before)
+    """)
+
+
+# Fixed (guards.py _mortal): a guard on a module held it strongly (modules live as long as the
+# interpreter, the rule was); a module imported afresh (test.support's import_fresh_module,
+# not what sys.modules holds) then never died (test_struct
+# test__struct_reference_cycle_cleaned_up). Such a module and its builtin functions are held
+# weakly now, as other objects the program can drop.
+def test_module_imported_afresh_dies_when_dropped(tmp_path):
+    same_as_plain(tmp_path, """
+        import gc, weakref
+        from test.support import import_helper
+        def fresh(name, call):
+            module = import_helper.import_fresh_module(name)
+            call(module)
+            ref = weakref.ref(module)
+            del module
+            gc.collect()
+            return ref() is None
+        with CAPTURE():
+            print(fresh("_struct", lambda m: m.calcsize("b")))
+            print(fresh("json", lambda m: m.dumps(1)))
+    """)
+
+
+# Fixed (variables/containers.py DictVariable.key_trackers): a dict built in the frame was
+# rebuilt with its keys as constants of the compiled code, made while tracing: a tuple key read
+# from the frame became an equal tuple, another object (``list(d)[0] is t`` was False), and,
+# made during the compile, one the collector never looked at again, so it stayed tracked
+# (test_dict DictTest.test_track_literals). Keys are rebuilt from where they came now.
+def test_dict_keys_are_the_frames_objects(tmp_path):
+    same_as_plain(tmp_path, """
+        import gc
+        def build(t, s, b):
+            d = {t: 1, s: 2}
+            d4 = {}
+            d4[t] = 5
+            d4.setdefault((1, 2), 3)
+            copies = (d, dict(d), d.copy(), d4, {**d})
+            b.x                                 # graph break: the dicts are rebuilt
+            return ([next(iter(x)) is t for x in copies] + [list(d.keys())[1] is s], d)
+        def untracked_after_collect(b):
+            x, z = 1.5, (1, None)
+            b.x
+            d = {x: (), z: 1}
+            gc.collect(); gc.collect()
+            return gc.is_tracked(d)
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            for t in ((1, 2), tuple([1, 2])):
+                print(build(t, "".join(["a", "b"]), b)[0], untracked_after_collect(b))
+    """)
+
+
+# Fixed (csrc/cache.c npd_entry_function, csrc/eval_frame.c own_builtins, codegen.py): the
+# shadow frame's function and every resume, loop-body or with-body function took its builtins
+# from the globals' ``__builtins__`` at the time it was made; a running frame keeps the builtins
+# it started with. After the module's ``__builtins__`` was replaced, compiled code and a graph
+# break's continuation saw the new ones (test_dynamic RebindBuiltinsTests
+# .test_cannot_replace_builtins_dict_while_active: NameError for ``next``). They get the
+# frame's builtins now.
+def test_continuation_keeps_the_frames_builtins(tmp_path):
+    same_as_plain(tmp_path, """
+        import builtins
+        def f(b):
+            globals()["__builtins__"] = {"len": lambda x: 7}
+            try:
+                b.x                 # graph break: the rest runs in a resume function
+                return len([1, 2]), next(iter([5]))
+            finally:
+                globals()["__builtins__"] = builtins
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            print(f(b))
+    """)
+
+
+# Fixed (side_effects.py): at a graph break the replay of a change to a list or object from
+# outside the frame read its target through the frame's local *after* the locals were restored:
+# a name the frame had rebound since (``L.append(3); L = [f(x) for x in L]``) pointed at the new
+# value, which got the old list's items and the old list none (test_zlib
+# CompressObjectTestCase.test_flushes: ``sync_opt.append(...)``, then ``sync_opt = [getattr(zlib,
+# opt) for opt in sync_opt ...]`` made flush() receive the option names). The targets are loaded
+# with the new values now, before any local is stored.
+def test_replayed_changes_reach_the_object_a_rebound_name_held(tmp_path):
+    same_as_plain(tmp_path, """
+        class Obj:
+            pass
+        def rebinds_list(L, b):
+            L.append(3)
+            L = [len(str(x)) for x in L]
+            b.x                                 # graph break
+            return L
+        def rebinds_object(o, b):
+            o.value = 1
+            o = Obj()
+            b.x
+            return vars(o)
+        b = Breaker(); b.x = 1
+        with CAPTURE():
+            for _ in range(2):
+                L, o = [1, 2], Obj()
+                print(rebinds_list(L, b), L, rebinds_object(o, b), vars(o))
+    """)

@@ -14,8 +14,10 @@ CPython versions in its `versions` (CPython's tests and npdynamo's code paths di
 version); on the others it is ignored.
 
 Environment:
-  DYNAMO_CPYTHON_TESTS     unset/"ci": CI_MODULES; "all": CI_MODULES + EXTRA_MODULES and the
-                           tests of SLOW_UNDER_CAPTURE; "off": nothing; or a comma list.
+  DYNAMO_CPYTHON_TESTS     unset/"ci": CI_MODULES; "all": WIDE_MODULES and the tests of
+                           SLOW_UNDER_CAPTURE; "all:K/N": the K-th of N disjoint shards of
+                           WIDE_MODULES (CI runs the wide set as two shards, one per lane);
+                           "off": nothing; or a comma list.
   DYNAMO_CPYTHON_BACKENDS  comma list of backends for the captured run (default "eager";
                            "eager,c" adds the C backend, ~2 more minutes).
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
@@ -42,7 +45,9 @@ CI_MODULES = [
     "test_frame", "test_traceback", "test_raise", "test_funcattrs",
     "test_coroutines", "test_descr", "test_dis",
 ]
-# More of the language, for DYNAMO_CPYTHON_TESTS=all.
+# More of the language, core types, generators, introspection and pure-Python library modules,
+# for DYNAMO_CPYTHON_TESTS=all (issue 22: ordinary Python that changed meaning under capture
+# showed only in modules outside CI_MODULES).
 EXTRA_MODULES = [
     "test_class", "test_property", "test_super", "test_decorators", "test_keywordonlyarg",
     "test_unpack", "test_unpack_ex", "test_listcomps", "test_genexps", "test_setcomps",
@@ -54,15 +59,56 @@ EXTRA_MODULES = [
     "test_itertools", "test_operator", "test_math", "test_fstring", "test_named_expressions",
     "test_patma", "test_positional_only_arg", "test_extcall", "test_call", "test_abc",
     "test_dataclasses", "test_enum", "test_collections", "test_threading_local",
+    # core types and their protocols
+    "test_bytes", "test_float", "test_complex", "test_long", "test_range", "test_slice",
+    "test_memoryview", "test_userdict", "test_userlist", "test_userstring", "test_ordered_dict",
+    "test_defaultdict", "test_deque", "test_heapq", "test_bisect", "test_sort", "test_structseq",
+    "test_string_literals", "test_format", "test_unicode_identifiers", "test_int_literal",
+    "test_dictviews", "test_index", "test_pow", "test_binop", "test_unary", "test_isinstance",
+    "test_hash", "test_print", "test_array", "test_iterlen", "test_typechecks", "test_cmath",
+    "test_contains", "test_weakset", "test_copyreg", "test_abstract_numbers", "test_strtod",
+    # the language: generators, classes, scopes, syntax
+    "test_asyncgen", "test_generator_stop", "test_yield_from", "test_exception_variations",
+    "test_finalization", "test_descrtut", "test_dynamicclassattribute", "test_subclassinit",
+    "test_metaclass", "test_dynamic", "test_peepholer", "test_syntax", "test_utf8source",
+    "test_genericalias", "test_keyword", "test_global", "test_opcache", "test_module",
+    # pure-Python library modules
+    "test_reprlib", "test_pprint", "test_textwrap", "test_re", "test_json", "test_struct",
+    "test_fractions", "test_random", "test_calendar", "test_difflib", "test_fnmatch",
+    "test_posixpath", "test_ntpath", "test_shlex", "test_csv", "test_base64", "test_binascii",
+    "test_html", "test_htmlparser", "test_urlparse", "test_ipaddress", "test_colorsys",
+    "test_graphlib", "test_linecache", "test_getopt", "test_optparse", "test_context",
+    "test_sched", "test_statistics", "test_zlib", "test_secrets", "test_uuid",
+    # tracing and profiling hooks, the interactive console
+    "test_trace", "test_profile", "test_cprofile", "test_code_module",
 ]
+#: Every module of DYNAMO_CPYTHON_TESTS=all, each once, in the order above.
+WIDE_MODULES = list(dict.fromkeys(CI_MODULES + EXTRA_MODULES))
+# Not in it (not measured under capture yet, each large: minutes for the pair of runs on the
+# shared 2-core machine): test_builtin, test_typing, test_pickle, test_decimal, test_datetime,
+# test_codecs, test_argparse, test_tokenize, test_ast, test_compile, test_unicode / test_str.
+
+
+def _available(module: str) -> bool:
+    """Whether this interpreter's `test` package has `module` (test_exception_group: 3.11+)."""
+    return importlib.util.find_spec(f"test.{module}") is not None
+
+
+def _shard(modules: list[str], spec: str) -> list[str]:
+    """"K/N": every N-th module from the K-th on (modules of every kind in each shard)."""
+    k, n = (int(part) for part in spec.split("/"))
+    if not 1 <= k <= n:
+        raise ValueError(f"DYNAMO_CPYTHON_TESTS=all:{spec}: want K/N with 1 <= K <= N")
+    return modules[k - 1::n]
 
 
 def _selected_modules() -> list[str]:
     value = os.environ.get("DYNAMO_CPYTHON_TESTS", "ci").strip()
     if value in ("", "ci"):
         return CI_MODULES
-    if value == "all":
-        return CI_MODULES + EXTRA_MODULES
+    if value == "all" or value.startswith("all:"):
+        wide = [module for module in WIDE_MODULES if _available(module)]
+        return wide if value == "all" else _shard(wide, value[len("all:"):])
     if value in ("off", "0", "none"):
         return []
     return [name.strip() for name in value.split(",") if name.strip()]
@@ -109,6 +155,26 @@ PEP523_STOP_ITERATION = Known(
     "(a legacy tracer's 'exception' event) by SEND and again by END_SEND, so a tracer sees "
     "one more 'exception' event per `await` that finishes. Same with _testinternalcapi's "
     "set_eval_frame_record() and no npdynamo.", open_bug=False, versions=(PY312, PY313))
+SHARED_CONSTANT_REFCOUNT = Known(
+    "CPython 3.10/3.11 (3.12+: None and small ints are immortal, their count fixed): the "
+    "reference count of None or a small int counts every reference to it, those of the code "
+    "objects, guards and graphs a compile makes too; a test that reads it twice with a compile "
+    "in between (a resume function compiled on its first call) sees them. Flaky: only when a "
+    "compile falls between the two reads.",
+    open_bug=False, flaky=True, versions=(PY310, PY311))
+ALLOCATED_BLOCKS = Known(
+    "sys.getallocatedblocks() counts the whole interpreter's memory blocks, those of the code "
+    "objects and cache entries a compile keeps too: a test that reads it twice with a compile "
+    "in between (a resume function compiled on its first call) sees them. Flaky: only when a "
+    "compile falls between the two reads.", open_bug=False, flaky=True)
+FIRST_CALL_COMPILES = Known(
+    "a timing bound over a first call: the timed region compiles its graph breaks' resume "
+    "functions (test_re test_search_anchor_at_beginning: ~10 compiles, 0.15-0.3 s on the "
+    "shared 2-core machine, against a 0.1 s bound; the same loop compiled takes 0.1 ms). "
+    "Inherent to compiling on first use. Flaky: a fast machine may stay under the bound.",
+    open_bug=False, flaky=True)
+
+
 def _ids(module: str, known: Known, *names: str) -> dict[str, Known]:
     return {f"test.{module}.{name}": known for name in names}
 
@@ -120,6 +186,10 @@ EXPECTED_DIFFERENCES: dict[str, Known] = {
         "test_loop_quicken", "test_super_instructions", "test_binary_specialize",
         "test_load_attr_specialize", "test_call_specialize", "test_extended_arg_quick",
         "test_show_caches"))),
+    **_ids("test_sys", SHARED_CONSTANT_REFCOUNT, "SysModuleTest.test_refcount"),
+    **_ids("test_sys", ALLOCATED_BLOCKS, "SysModuleTest.test_getallocatedblocks"),
+    **_ids("test_array", SHARED_CONSTANT_REFCOUNT, "*Test.test_bug_782369"),
+    **_ids("test_re", FIRST_CALL_COMPILES, "ReTests.test_search_anchor_at_beginning"),
     **_ids("test_sys_settrace", PEP523_STOP_ITERATION, *(
         f"{case}.test_20_async_for_loop" for case in (
             "SkipLineEventsTraceTestCase", "TraceOpcodesTestCase", "TraceTestCase",
@@ -145,7 +215,7 @@ _plain_cache: dict[tuple[str, tuple[str, ...]], dict] = {}
 def _excluded(module: str) -> tuple[str, ...]:
     out = [pattern for (mod, pattern), known in KNOWN_CRASHERS.items()
            if mod == module and VERSION in known.versions]
-    if os.environ.get("DYNAMO_CPYTHON_TESTS", "ci").strip() != "all":
+    if not os.environ.get("DYNAMO_CPYTHON_TESTS", "ci").strip().startswith("all"):
         out += [pattern for (mod, pattern), known in SLOW_UNDER_CAPTURE.items()
                 if mod == module and VERSION in known.versions]
     return tuple(out)

@@ -177,7 +177,7 @@ def written_operands(target: Any, args: tuple | list, kwargs: dict,
     signature, and ``out=`` as an array or a tuple (``None`` items: no output given). Nodes
     keep the user's form (NumPy warns about some positional outputs, ``np.maximum(x, y, o)``,
     and the compiled call must warn too), so every pass that asks "does this call write
-    memory?" (DCE, CSE, fusion barriers, the C lowering) asks here."""
+    memory?" (DCE, CSE, the C backend's fusion barriers) asks here."""
     if "out" in kwargs:
         found = kwargs["out"]
     elif method is None and isinstance(target, np.ufunc):

@@ -9,7 +9,7 @@ option and what it accepts, an unknown name raises AttributeError listing the kn
 naming the variable (a typo in the environment should not silently change nothing).
 
 Skip rules (which code is never captured) are data here too: `skip_dirs`, `include_dirs`,
-`skip_files`, `include_files`; see `convert_frame.skip_reason` for how they combine. Code already
+`skip_files`, `include_files`; see `trace_rules.skip_reason` for how they combine. Code already
 seen keeps its decision until ``dynamo.reset()``.
 """
 

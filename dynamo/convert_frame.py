@@ -10,12 +10,9 @@ while the callback runs, so the compiler never traces itself.
 from __future__ import annotations
 
 import builtins as _builtins
-import dis
-import fnmatch
 import functools
 import inspect
 import logging
-import os
 import sys
 import threading
 import traceback
@@ -23,27 +20,23 @@ import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fx.graph_module import module_for as fx_module_for
-from fx.locations import origin as graph_origin
 from fx.weak import IdentitySet
 
-from . import _C, config, dump, html_report
+from . import _C, config, dump, html_report, trace_rules
 from .bytecode_analysis import CodeMap
 from .diagnostics import diagnose
 from .exc import BackendError, FullGraphError, InternalError, Unsupported, UserCodeError
 from .interrupts import call_keeping_interrupts
 from .logs import get_logger
 from .resume import display_name, in_loop_body
-from .symbolic_convert import CompiledFrame, trace_frame
+from .compile_frame import CompiledFrame, trace_frame
+from .records import NOTHING_TO_COMPILE, CompileRecord, records
 from .variables.base import compile_models
 
-__all__ = ["ConvertFrame", "CompileRecord", "compile_lock", "touched_codes", "records", "skip_code",
+__all__ = ["ConvertFrame", "compile_lock", "touched_codes", "skip_code",
            "check_fullgraph_target"]
 
 compile_lock = threading.RLock()
-
-NOTHING_TO_COMPILE = "nothing to compile (no NumPy operations)"
-
 
 class _TouchedCodes(IdentitySet):
     """Every code object the compiler has seen, so `reset()` can clear their caches. Clearing it
@@ -76,66 +69,10 @@ log_bytecode = get_logger("bytecode")
 log_breaks = get_logger("graph_breaks")
 
 
-@dataclass
-class CompileRecord:
-    """One compile event, kept for `explain()` and the debug view."""
-
-    code: types.CodeType
-    compiled: CompiledFrame | None = None
-    reason: str | None = None          # why the frame was not captured (a graph break)
-    recompile_reason: str | None = None
-    seconds: float = 0.0
-
-
-class _Records(threading.local):
-    def __init__(self) -> None:
-        self.sink: list[CompileRecord] | None = None
-
-
-records = _Records()
-
-
 def _record(rec: CompileRecord) -> None:
     if records.sink is not None:
         records.sink.append(rec)
     html_report.note(rec)  # (text only, the last few thousand: for dynamo.report())
-
-
-# Skip rules ------------------------------------------------------------------------------------
-
-
-def _longest_match(path: str, dirs: tuple[str, ...]) -> int:
-    """Length of the longest directory of `dirs` containing `path` (-1: none)."""
-    best = -1
-    for d in dirs:
-        prefix = d if d.endswith(os.sep) else d + os.sep
-        if len(d) > best and (path == d or path.startswith(prefix)):
-            best = len(d)
-    return best
-
-
-def skip_reason(code: types.CodeType, f_globals: dict | None = None) -> str | None:
-    """Why `code` is never captured, or None to capture it. Reads the rules in `config`: a frame
-    of a module matching `skip_modules` (by its globals' ``__name__``) is skipped; then a
-    filename matching `include_files` is captured, then one matching `skip_files` is skipped;
-    otherwise the most specific directory of `include_dirs` / `skip_dirs` containing the file
-    decides (include on a tie; captured when neither contains it)."""
-    module = f_globals.get("__name__") if f_globals is not None else None
-    # (a graph's code, also from a dump file or relocated to the user's lines)
-    if fx_module_for(code.co_filename) is not None or graph_origin(code) is not None:
-        return "generated graph code"
-    if isinstance(module, str) and any(fnmatch.fnmatchcase(module, p) for p in config.skip_modules):
-        return f"code of module {module} (dynamo.config.skip_modules)"
-    filename = code.co_filename
-    if any(fnmatch.fnmatchcase(filename, p) for p in config.include_files):
-        return None
-    if any(fnmatch.fnmatchcase(filename, p) for p in config.skip_files):
-        return f"generated code or a skipped file ({filename}; dynamo.config.skip_files)"
-    path = os.path.abspath(filename)
-    skip = _longest_match(path, config.skip_dirs)
-    if skip > _longest_match(path, config.include_dirs):
-        return f"code in a skipped directory ({path}; dynamo.config.skip_dirs)"
-    return None
 
 
 #: Versions kept for a loop body function (or its resume functions): its arguments change on
@@ -302,6 +239,11 @@ class ConvertFrame:
                 for code in list(_skipped_uncapturable):
                     _unskip_uncapturable(code)
 
+    def check_target(self, fn: Any) -> None:
+        """Called by the capture scope for each function it wraps (`capture.CaptureScope`)."""
+        if self.fullgraph:
+            check_fullgraph_target(fn)
+
     def __call__(self, frame: Any) -> tuple[Callable, types.CodeType] | None:
         # (program objects die while compiling: a Ctrl-C in their weakref callbacks is raised)
         return call_keeping_interrupts(self._call, frame)
@@ -331,7 +273,7 @@ class ConvertFrame:
             # First: while a fullgraph callback exists, uncapturable code is not marked SKIP
             # and comes back here on every call (no skip rule matching per call).
             return None
-        reason = skip_reason(code, frame.f_globals)
+        reason = trace_rules.skip_reason(code, frame.f_globals)
         if reason is not None:
             skip_code(code)
             return None
@@ -516,24 +458,4 @@ class ConvertFrame:
             log_guards.info("Guards for %s:\n%s", _where(compiled.original_code), "\n".join(compiled.check_fn.guards))
         if log_bytecode.isEnabledFor(logging.INFO):
             log_bytecode.info("Bytecode of %s:\n%s", _where(compiled.original_code),
-                              side_by_side(compiled.original_code, compiled.code))
-
-
-def side_by_side(original: types.CodeType, transformed: types.CodeType, width: int = 60) -> str:
-    """Original and transformed bytecode in two columns."""
-    left = _dis_lines(original)
-    right = _dis_lines(transformed)
-    rows = [f"{'ORIGINAL':<{width}} | TRANSFORMED", f"{'-' * width}-+-{'-' * width}"]
-    for i in range(max(len(left), len(right))):
-        a = left[i] if i < len(left) else ""
-        b = right[i] if i < len(right) else ""
-        rows.append(f"{a[:width]:<{width}} | {b}")
-    return "\n".join(rows)
-
-
-def _dis_lines(code: types.CodeType) -> list[str]:
-    lines = []
-    for inst in dis.get_instructions(code):
-        arg = "" if inst.arg is None else f" {inst.argrepr or inst.arg}"
-        lines.append(f"{inst.offset:>4} {inst.opname}{arg}")
-    return lines
+                              dump.side_by_side(compiled.original_code, compiled.code))

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import _C
-from .convert_frame import NOTHING_TO_COMPILE, CompileRecord, records, side_by_side
-from .eval_frame import reset
+from .dump import side_by_side
+from .eval_frame import optimize, reset
+from .guards import guard_lines
+from .records import NOTHING_TO_COMPILE, CompileRecord, records
 from .resume import display_name
 
 __all__ = ["explain", "ExplainOutput", "cache_entries", "CacheEntryView"]
@@ -62,15 +64,6 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-def guard_lines(check_fn: Any) -> list[str]:
-    """One line per guard of a check function: its Python text, where it is evaluated."""
-    lines = list(getattr(check_fn, "guards", []))
-    lowered = getattr(check_fn, "lowered", None)
-    if lowered is None or len(lowered) != len(lines):
-        return lines
-    return [f"{'[C]' if in_c else '[Python]':<8} {line}" for line, in_c in zip(lines, lowered)]
-
-
 def _ops(gm) -> list[str]:
     return [node.format_node() for node in gm.graph.nodes if node.op in ("call_function", "call_method")]
 
@@ -79,7 +72,6 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
     """``dynamo.explain(f)(*args, **kwargs)``: compile `f` from scratch, run it, report.
 
     With ``backend="c"`` the report includes the C backend's fusion report for each graph."""
-    from .eval_frame import optimize
 
     if not callable(fn):
         raise TypeError(f"explain() expects a function, got {type(fn).__name__}")

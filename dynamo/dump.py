@@ -30,8 +30,11 @@ import types
 from typing import Any
 
 from . import config
+from .diagnostics import diagnose
+from .guards import guard_lines
+from .resume import display_name
 
-__all__ = ["graph_source_path", "write_frame"]
+__all__ = ["graph_source_path", "write_frame", "side_by_side"]
 
 _serial = itertools.count()
 _lock = threading.Lock()
@@ -39,7 +42,6 @@ _failed = False
 
 
 def _folder_name(code: types.CodeType) -> str:
-    from .resume import display_name
 
     name = re.sub(r"[^\w.-]+", "_", display_name(code)).strip("_") or "frame"
     return f"{next(_serial):04d}_{name}"
@@ -56,7 +58,6 @@ def _make_folder(code: types.CodeType) -> str | None:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
         _failed = True
-        from .diagnostics import diagnose
 
         diagnose("graph_code", f"npdynamo: cannot write the dump directory {root!r} ({exc}); "
                  "dumping is off for this process", RuntimeWarning)
@@ -75,8 +76,7 @@ def graph_source_path(code: types.CodeType, meta: dict) -> str | None:
 
 
 def write_frame(compiled: Any) -> str | None:
-    """Write the files of one compiled frame (a `symbolic_convert.CompiledFrame`)."""
-    from .convert_frame import side_by_side
+    """Write the files of one compiled frame (a `compile_frame.CompiledFrame`)."""
 
     if config.dump_dir is None or _failed:
         return None
@@ -109,7 +109,6 @@ def write_frame(compiled: Any) -> str | None:
 
 
 def _guards_text(check_fn: Any) -> str:
-    from .debug import guard_lines
 
     lines = "\n".join(guard_lines(check_fn))
     return ("The guards of this compiled version ([C]: run by the C guard program; [Python]: "
@@ -117,7 +116,6 @@ def _guards_text(check_fn: Any) -> str:
 
 
 def _frame_text(compiled: Any) -> str:
-    from .resume import display_name
 
     code = compiled.original_code
     lines = [f"frame: {display_name(code)}",
@@ -132,10 +130,29 @@ def _frame_text(compiled: Any) -> str:
 
 def _parts_text(code: types.CodeType) -> str:
     """The disassembly of the code objects the transformed code makes functions of."""
-    from .resume import display_name
 
     chunks = []
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
             chunks.append(f"== {display_name(const)} ==\n{dis.Bytecode(const).dis()}")
     return "\n".join(chunks)
+
+
+def side_by_side(original: types.CodeType, transformed: types.CodeType, width: int = 60) -> str:
+    """Original and transformed bytecode in two columns."""
+    left = _dis_lines(original)
+    right = _dis_lines(transformed)
+    rows = [f"{'ORIGINAL':<{width}} | TRANSFORMED", f"{'-' * width}-+-{'-' * width}"]
+    for i in range(max(len(left), len(right))):
+        a = left[i] if i < len(left) else ""
+        b = right[i] if i < len(right) else ""
+        rows.append(f"{a[:width]:<{width}} | {b}")
+    return "\n".join(rows)
+
+
+def _dis_lines(code: types.CodeType) -> list[str]:
+    lines = []
+    for inst in dis.get_instructions(code):
+        arg = "" if inst.arg is None else f" {inst.argrepr or inst.arg}"
+        lines.append(f"{inst.offset:>4} {inst.opname}{arg}")
+    return lines

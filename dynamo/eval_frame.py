@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import copyreg
 import functools
-import inspect
 import sys
 import types
 import weakref
@@ -24,6 +23,7 @@ from fx.weak import on_death
 
 from . import _C
 from .backends import Backend, backend_spec, lookup_backend
+from .capture import CaptureScope, disable, run
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 from .dynamic_shapes import forget as forget_sizes
 from .interrupts import call_keeping_interrupts
@@ -172,30 +172,6 @@ def _callback_for(backend: Backend, fullgraph: bool, named: bool,
         return callback
 
 
-class _CaptureContext(_C.Capture):
-    """A capture scope: ``with`` block (C __enter__/__exit__), or a decorator whose wrapper
-    runs each call inside the scope (`_C.Capture.run`)."""
-
-    def __init__(self, callback: Any, backend: Any = None) -> None:
-        super().__init__(callback)
-        self.backend = backend  # a user backend lives as long as the scopes using it
-
-    def __call__(self, fn: Callable) -> Callable:
-        if not callable(fn):
-            raise TypeError(f"expected a function to wrap, got {type(fn).__name__}")
-        if inspect.isclass(fn):
-            raise TypeError("npdynamo wraps functions, not classes; wrap the method or function instead")
-        if getattr(self.callback, "fullgraph", False):
-            from .convert_frame import check_fullgraph_target
-
-            check_fullgraph_target(fn)  # a generator could never keep the promise
-        # A C callable (no extra Python frame per call) that binds like a function.
-        wrapper = functools.update_wrapper(self.wrap(fn), fn)
-        wrapper._dynamo_orig_fn = fn
-        wrapper._dynamo_callback = self.callback
-        return wrapper
-
-
 # Pickling compiled functions -----------------------------------------------------------------
 
 
@@ -235,7 +211,7 @@ copyreg.pickle(type(_C.Capture(None).wrap(abs)), _reduce_wrapper)
 
 
 def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False,
-             dynamic: bool | None = None) -> _CaptureContext:
+             dynamic: bool | None = None) -> CaptureScope:
     """Capture every frame run inside: ``with dynamo.optimize("eager"): f(x)``, or a decorator.
     ``dynamic``: as for `compile`."""
     if dynamic not in (None, True, False):
@@ -243,7 +219,7 @@ def optimize(backend: str | Backend = "eager", *, fullgraph: bool = False,
     resolved = lookup_backend(backend)
     callback = _callback_for(resolved, bool(fullgraph), named=isinstance(backend, str),
                              dynamic=dynamic)
-    return _CaptureContext(callback, resolved)
+    return CaptureScope(callback, resolved)
 
 
 def compile(fn: Callable | None = None, *, backend: str | Backend = "eager", fullgraph: bool = False,
@@ -259,18 +235,6 @@ def compile(fn: Callable | None = None, *, backend: str | Backend = "eager", ful
     every size. See `dynamo.mark_dynamic` / `dynamo.mark_static` and `dynamo.dynamic_shapes`.
     """
     context = optimize(backend, fullgraph=fullgraph, dynamic=dynamic)
-    return context if fn is None else context(fn)
-
-
-def disable(fn: Callable | None = None) -> Any:
-    """Turn capture off: ``with dynamo.disable(): ...`` or ``@dynamo.disable`` on a function."""
-    context = _CaptureContext(None)
-    return context if fn is None else context(fn)
-
-
-def run(fn: Callable | None = None) -> Any:
-    """Run-only mode: reuse compiled versions where guards pass, never compile anything new."""
-    context = _CaptureContext(False)
     return context if fn is None else context(fn)
 
 

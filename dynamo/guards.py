@@ -42,7 +42,7 @@ from .constant_copies import detached
 from .source import (AttrSource, ClosureSource, GetItemSource, GlobalSource, LocalSource, Source,
                      guard_parameter)
 
-__all__ = ["Guard", "GuardBuilder", "build_check_fn"]
+__all__ = ["Guard", "GuardBuilder", "build_check_fn", "guard_lines"]
 
 
 class _Identity:
@@ -708,3 +708,12 @@ def describe_failure(guard: Guard, env: dict) -> str:
         return (f"{', '.join(plain_name(s) for s in expected)}: expected different objects, "
                 "got one object twice")
     return f"{name}: {kind} guard failed (expected {expected!r})"
+
+
+def guard_lines(check_fn: Any) -> list[str]:
+    """One line per guard of a check function: its Python text, where it is evaluated."""
+    lines = list(getattr(check_fn, "guards", []))
+    lowered = getattr(check_fn, "lowered", None)
+    if lowered is None or len(lowered) != len(lines):
+        return lines
+    return [f"{'[C]' if in_c else '[Python]':<8} {line}" for line, in_c in zip(lines, lowered)]

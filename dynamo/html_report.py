@@ -29,6 +29,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _C
+from .dump import side_by_side
+from .guards import guard_lines
+from .records import NOTHING_TO_COMPILE
+from .resume import display_name
+
 __all__ = ["report", "FrameSummary", "MAX_REMEMBERED"]
 
 #: compiles remembered for `report()` without an explicit recording
@@ -57,16 +63,12 @@ class FrameSummary:
     def cache_stats(self) -> tuple[int, int] | None:
         """(hits, misses) of the frame's code in the C cache now (every version of it), or
         None when the code is gone."""
-        from . import _C
-
         original = self._codes[0]() if self._codes is not None else None
         if original is None:
             return None
         return tuple(_C.code_stats(original))  # type: ignore[return-value]
 
     def bytecode(self) -> str | None:
-        from .convert_frame import side_by_side
-
         if self._codes is None:
             return None
         original, transformed = (ref() for ref in self._codes)
@@ -87,10 +89,6 @@ def note(rec: Any) -> None:
 
 
 def summarize(rec: Any) -> FrameSummary:
-    from .convert_frame import NOTHING_TO_COMPILE
-    from .debug import guard_lines
-    from .resume import display_name
-
     code = rec.code
     out = FrameSummary(display_name(code), f"{code.co_filename}:{code.co_firstlineno}",
                        "compiled" if rec.compiled is not None else "plain",

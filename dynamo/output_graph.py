@@ -24,7 +24,8 @@ from fx.meta import ArrayMeta, meta_of
 from fx.serialize import graph_to_data
 from fx.symbolic import MIN_DYNAMIC_SIZE, ShapeEnv, Sym, expression, is_symbolic
 
-from . import config, dump, repro
+from . import config, dump, repro, trace_rules
+from .capture import disable
 from .exc import BackendError, Unsupported
 from .output_check import OutputCheck
 from .dynamic_shapes import dynamic_dims
@@ -426,11 +427,8 @@ def _final_guards(guards: list[Guard], env: ShapeEnv) -> list[Guard]:
 def _not_traced(fn: Callable) -> Callable:
     """A backend's callable written in user code would be captured like user code when the
     transformed code calls it: run it with capture off (as TorchDynamo does)."""
-    from .convert_frame import skip_reason
-    from .eval_frame import disable
-
     code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
-    if code is None or skip_reason(code, getattr(fn, "__globals__", None)) is not None:
+    if code is None or trace_rules.skip_reason(code, getattr(fn, "__globals__", None)) is not None:
         return fn  # C code, npdynamo's own backends, NumPy: nothing to trace
     return disable(fn)
 

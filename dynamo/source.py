@@ -19,7 +19,8 @@ from . import instructions as ins
 if TYPE_CHECKING:
     from .codegen import Codegen
 
-__all__ = ["Source", "LocalSource", "GlobalSource", "ClosureSource", "GetItemSource", "AttrSource"]
+__all__ = ["Source", "LocalSource", "GlobalSource", "ClosureSource", "PassedCellSource", "GetItemSource",
+           "AttrSource"]
 
 
 class Source:
@@ -96,6 +97,24 @@ class ClosureSource(Source):
 
     def name(self) -> str:
         return f"C[{self.var_name!r}]"
+
+
+@dataclass(frozen=True)
+class PassedCellSource(Source):
+    """The contents of the cell a resume function receives as its argument `local_name` (the
+    argument slot holds the cell object until the prologue makes it the variable's cell)."""
+
+    local_name: str
+
+    def guard_expr(self) -> str:
+        return f"{guard_parameter(self.local_name)}.cell_contents"
+
+    def reconstruct(self, codegen) -> None:
+        codegen.extend(ins.load_deref(CellVar(self.local_name)))
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}].cell_contents"
+
 
 
 @dataclass(frozen=True)

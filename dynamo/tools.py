@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .convert_frame import NOTHING_TO_COMPILE, CompileRecord, records
+from .records import NOTHING_TO_COMPILE, CompileRecord, records
 from .resume import display_name
 
 __all__ = ["recording", "Recording", "CaptureStats"]

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .. import instructions as ins
 from ..exc import Unsupported
 from ..source import Source
 
@@ -140,8 +141,6 @@ class VariableTracker:
         if self.is_python_constant():
             value = self.as_python_constant()
             if callable(value) or isinstance(value, (ModuleType, type)):
-                from .. import instructions as ins
-
                 codegen.extend(ins.load_const(value))
                 return
         raise Unsupported(f"cannot rebuild {self.describe()} in the compiled code")

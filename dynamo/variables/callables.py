@@ -17,15 +17,20 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fx.codegen_names import numpy_path
 from fx import op_rules
 
 from .. import instructions as ins
 from ..exc import Unsupported, UserCodeError
+from ..guards import Guard
+from ..markers import graph_break
+from ..source import AttrSource
 from .base import VariableTracker
-from .constant import ConstantVariable, run_user_op, user_error
-from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListVariable,
-                         TupleVariable, _Sequence, iterate)
-from .ndarray import NDArrayVariable
+from .constant import ConstantVariable, _immutable, run_user_op, user_error
+from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListReverseIteratorVariable,
+                         ListVariable, TupleVariable, _Sequence, iterate)
+from .ndarray import ArrayRowIterator, NDArrayVariable
+from .opaque import OpaqueObjectVariable
 
 __all__ = [
     "NumpyFunctionVariable",
@@ -33,7 +38,6 @@ __all__ = [
     "BuiltinVariable",
     "MethodVariable",
     "BoundConstantMethodVariable",
-    "ListMethodVariable",
     "UserFunctionVariable",
     "UserObjectVariable",
 ]
@@ -48,9 +52,7 @@ def _all_constant(args: list[VariableTracker], kwargs: dict[str, VariableTracker
 
 def _constant_call(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
     """Run a pure function on constants now; an exception means "let plain Python raise it"."""
-    from .builder import wrap_constant
-
-    from .constant import ConstantVariable, _immutable
+    from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
 
     values = [a.as_python_constant() for a in args]
     kw = {k: v.as_python_constant() for k, v in kwargs.items()}
@@ -69,8 +71,6 @@ class NumpyFunctionVariable(VariableTracker):
         self.source = source
 
     def describe(self) -> str:
-        from fx.codegen_names import numpy_path
-
         return numpy_path(self.fn) or f"numpy.{getattr(self.fn, '__name__', self.fn)}"
 
     def as_python_constant(self) -> Any:
@@ -144,7 +144,7 @@ class PythonModuleVariable(VariableTracker):
                           f"(which may warn or import); it runs in Python")
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        from ..source import AttrSource
+        # (upward: builder makes trackers of every kind)
         from .builder import VariableBuilder, wrap_constant
 
         missing = object()
@@ -178,7 +178,7 @@ def _len(tx, args, kwargs):
     if isinstance(arg, NDArrayVariable):
         if arg.meta.ndim == 0:
             raise user_error(TypeError, "len() of unsized object (a 0-d array)")
-        from .builder import wrap_constant
+        from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
 
         return wrap_constant(arg.dim(0))  # (a SymIntVariable for a dynamic size)
     if isinstance(arg, (_Sequence, DictVariable)):
@@ -221,8 +221,6 @@ def _items_of(tx, value: VariableTracker) -> VariableTracker:
     """What ``iter(value)`` gives while tracing: rows of an array are read when they are
     reached (the loop body may write to the array first), other values as `iterate` says."""
     if isinstance(value, NDArrayVariable):
-        from ..symbolic_convert import ArrayRowIterator
-
         return ArrayRowIterator(tx, value)
     return iterate(tx, value)
 
@@ -317,9 +315,11 @@ def _sum(tx, args, kwargs):
     if isinstance(start, ConstantVariable) and isinstance(start.value, (str, bytes, bytearray)):
         kind = "strings" if isinstance(start.value, str) else type(start.value).__name__
         raise user_error(TypeError, f"sum() can't sum {kind}")
+    from . import operators  # (upward: the operators build on every kind of tracker)
+
     total = start
     for item in args[0].unpack(tx):
-        total = tx.binary_op(operator.add, total, item)
+        total = operators.binary_op(tx, operator.add, total, item)
     return total
 
 
@@ -334,8 +334,6 @@ def _getattr(tx, args, kwargs):
     if not isinstance(name, str):
         raise user_error(TypeError, "attribute name must be string")
     if len(args) == 3:
-        from .opaque import OpaqueObjectVariable
-
         if isinstance(args[0], OpaqueObjectVariable):  # (whether the default is taken)
             raise Unsupported(f"getattr() with a default of {args[0].describe()}: npdynamo "
                               "does not trace this type")
@@ -354,7 +352,6 @@ def _guard_absence(tx, obj: VariableTracker, name: str, what: str) -> None:
     (NO_ATTRIBUTE: not in its ``__dict__`` nor its class's MRO, checked without running code).
     An object with no source (nothing to guard it through) or a module other than NumPy's
     (whose attributes are trusted, as for reads) is not guarded: the frame breaks there."""
-    from ..guards import Guard
 
     if isinstance(obj, UserObjectVariable) and obj.source is not None:
         tx.output.add_guard(Guard(obj.source, "NO_ATTRIBUTE", name))
@@ -366,8 +363,6 @@ def _guard_absence(tx, obj: VariableTracker, name: str, what: str) -> None:
 
 
 def _hasattr(tx, args, kwargs):
-    from .opaque import OpaqueObjectVariable
-
     if args and isinstance(args[0], OpaqueObjectVariable):  # (no guard could keep the answer)
         raise Unsupported(f"hasattr() of {args[0].describe()}: npdynamo does not trace this type")
     try:
@@ -469,25 +464,25 @@ class BuiltinVariable(VariableTracker):
         if self.fn is type and (len(args) != 1 or kwargs):
             # type(name, bases, ns) makes a new class on every call: not a constant
             raise Unsupported("type() with three arguments makes a new class (not traced)")
+        from . import operators  # (upward: the operators build on every kind of tracker)
+
         if self.fn in (operator.is_, operator.is_not) and len(args) == 2 and not kwargs:
-            same = tx._is(args[0], args[1])  # (identity of the trackers' objects, not copies)
+            same = operators.identical(tx, args[0], args[1])  # (identity of the trackers' objects, not copies)
             return ConstantVariable(same == (self.fn is operator.is_))
         if self.fn in OPERATOR_INPLACE and len(args) == 2 and not kwargs:
-            return tx.binary_op(self.fn, args[0], args[1])  # (``operator.iadd(l, m)`` extends l)
+            return operators.binary_op(tx, self.fn, args[0], args[1])  # (``operator.iadd(l, m)`` extends l)
         if self.fn in OPERATOR_MUTATORS:
             # on the constant copy of a list or dict the change would be lost
             raise Unsupported(f"{self.describe()} changes its argument (not traced)")
         if self.fn is reversed and len(args) == 1 and not kwargs and \
                 isinstance(args[0], ListVariable):
-            from .containers import ListReverseIteratorVariable
-
             return ListReverseIteratorVariable(args[0])  # (live over the list, not a copy)
         pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
         if pure and _all_constant(args, kwargs):
             return _constant_call(self.fn, args, kwargs)
         if any(isinstance(a, NDArrayVariable) for a in args) and getattr(self.fn, "__module__", "") == "_operator":
             if len(args) == 2 and not kwargs:
-                return tx.binary_op(self.fn, args[0], args[1])
+                return operators.binary_op(tx, self.fn, args[0], args[1])
             if op_rules.is_supported_function(self.fn):
                 return tx.output.call_function(tx, self.fn, args, kwargs)
         raise Unsupported(f"call to {self.describe()} with these arguments is not supported")
@@ -546,122 +541,6 @@ class BoundConstantMethodVariable(VariableTracker):
         codegen.extend(ins.load_attr(self.name))
 
 
-#: (fewest, most) positional arguments of the list and dict methods the translator runs itself
-LIST_ARITY = {"append": (1, 1), "extend": (1, 1), "insert": (2, 2), "pop": (0, 1),
-              "clear": (0, 0), "reverse": (0, 0), "copy": (0, 0), "index": (1, 3),
-              "count": (1, 1)}
-DICT_ARITY = {"get": (1, 2), "keys": (0, 0), "values": (0, 0), "items": (0, 0),
-              "update": (0, 1), "pop": (1, 2), "setdefault": (1, 2), "copy": (0, 0)}
-
-
-def _check_arity(kind: str, name: str, args: list, table: dict) -> None:
-    """A wrong number of arguments raises TypeError in Python; the translator, which runs the
-    method on trackers, must not make up a result instead."""
-    fewest, most = table[name]
-    if not fewest <= len(args) <= most:
-        raise user_error(TypeError, f"{kind}.{name}() takes {fewest} to {most} arguments "
-                         f"({len(args)} given)")
-
-
-class ListMethodVariable(VariableTracker):
-    def __init__(self, lst: ListVariable, name: str) -> None:
-        self.lst = lst
-        self.name = name
-
-    def reconstruct(self, codegen) -> None:
-        codegen.reconstruct(self.lst)  # the same list object as everywhere else in the frame
-        codegen.extend(ins.load_attr(self.name))
-
-    def call_function(self, tx, args, kwargs) -> VariableTracker:
-        lst, name = self.lst, self.name
-        if kwargs:
-            raise Unsupported(f"list.{name}() with keyword arguments")
-        _check_arity("list", name, args, LIST_ARITY)
-        if name in ("copy", "index", "count"):
-            if name == "copy":
-                return ListVariable(list(lst.items))
-            values = [v.as_python_constant() for v in lst.items]  # (Unsupported for arrays)
-            return ConstantVariable(run_user_op(getattr(values, name),
-                                                *[a.as_python_constant() for a in args]))
-        if name == "append":
-            lst.append(args[0])
-            return ConstantVariable(None)
-        if name == "extend":
-            lst.extend(args[0].unpack(tx))
-            return ConstantVariable(None)
-        lst.check_mutable()
-        if name in ("pop", "clear", "remove") and lst.source is not None:
-            _check_removal(lst, name)
-        if name == "insert":
-            run_user_op(lst.items.insert, args[0].as_python_constant(), args[1])
-            return ConstantVariable(None)
-        if name == "pop":
-            return run_user_op(lst.items.pop, *[a.as_python_constant() for a in args])
-        getattr(lst.items, name)()  # clear, reverse
-        return ConstantVariable(None)
-
-
-def _check_removal(lst: ListVariable, name: str) -> None:
-    """A list from outside the frame loses items: its new contents are written back after the
-    graph, and an item whose death runs code (``__del__``, a weakref callback) would then die
-    after what follows has run (its finalizer's own changes overwritten by later replays). The
-    graph ends here instead, so the removal runs in plain Python, in order."""
-    from ..symbolic_convert import _drop_may_run_code
-
-    if any(_drop_may_run_code(item, lambda source: True) for item in lst.items):
-        raise Unsupported(f"list.{name}() may free an object whose finalizer or weakref "
-                          "callback runs code: the graph ends here, so it runs before what "
-                          "follows")
-
-
-class DictMethodVariable(VariableTracker):
-    """``d.get``, ``d.keys``, ``d.values``, ``d.items`` of a dict with known keys."""
-
-    def __init__(self, d: DictVariable, name: str) -> None:
-        self.d = d
-        self.name = name
-
-    def reconstruct(self, codegen) -> None:
-        codegen.reconstruct(self.d)
-        codegen.extend(ins.load_attr(self.name))
-
-    def call_function(self, tx, args, kwargs) -> VariableTracker:
-        items = self.d.items
-        if kwargs and self.name != "update":
-            raise Unsupported(f"dict.{self.name}() with keyword arguments")
-        _check_arity("dict", self.name, args, DICT_ARITY)
-        if self.name in ("update", "pop", "setdefault"):
-            self.d.check_mutable()
-        if self.name == "update":
-            if len(args) > 1:
-                raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
-            for arg in args:
-                if not isinstance(arg, DictVariable):
-                    raise Unsupported("dict.update() from a value that is not a dict")
-                self.d.merge(arg)
-            items.update(kwargs)  # (keyword names: str constants)
-            return ConstantVariable(None)
-        if self.name == "copy":
-            return DictVariable(dict(items), key_trackers=self.d.key_trackers)
-        if self.name in ("pop", "setdefault"):
-            key = args[0].as_python_constant()
-            run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
-            if self.name == "setdefault":
-                if key not in items:
-                    self.d.put(key, args[0], args[1] if len(args) > 1 else ConstantVariable(None))
-                return items[key]
-            if key in items:
-                return self.d.remove(key)
-            if len(args) > 1:
-                return args[1]
-            raise user_error(KeyError, repr(key))
-        if self.name == "get":
-            key = args[0].as_python_constant()
-            found = run_user_op(operator.contains, items, key)
-            return items[key] if found else (args[1] if len(args) > 1 else ConstantVariable(None))
-        return DictViewVariable(self.d, self.name)  # keys, values, items: a live view
-
-
 class UserFunctionVariable(VariableTracker):
     """A Python function of the user. Not inlined in this version: calling it stops capture of
     the calling frame, and the callee is captured as a frame of its own."""
@@ -689,17 +568,12 @@ class UserFunctionVariable(VariableTracker):
         return f"function {getattr(self.fn, '__qualname__', self.fn)}{where}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        from ..markers import graph_break
-
         if self.fn is graph_break:
             raise Unsupported("dynamo.graph_break() was called")
-        from ..inline import inline_call, spec_for_function
-
         if not isinstance(self.fn, types.FunctionType):
             raise Unsupported(f"call to {self.describe()}: not a plain Python function")
-        spec = spec_for_function(tx, self.fn, self.source)
         self_args = [self.bound_self] if self.bound_self is not None else []
-        return inline_call(tx, spec, self_args + list(args), kwargs)
+        return tx.inline_function(self.fn, self.source, self_args + list(args), kwargs)
 
 
 class UserClassVariable(VariableTracker):
@@ -726,10 +600,7 @@ class UserClassVariable(VariableTracker):
         return type(self.value)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        from ..source import AttrSource
-        from .builder import VariableBuilder
-        from .opaque import OpaqueObjectVariable
-
+        from .builder import VariableBuilder  # (upward: builder makes trackers of every kind)
         static = inspect.getattr_static(self.value, name, None)
         source = AttrSource(self.source, name)
         if inspect.isfunction(static) or (isinstance(static, staticmethod)
@@ -799,8 +670,7 @@ class UserObjectVariable(VariableTracker):
         """``functools.partial(f, *a, **k)(*args, **kw)`` is ``f(*a, *args, **{**k, **kw})``:
         what the partial holds is read (and guarded) through ``p.func``, ``p.args`` and
         ``p.keywords``; the call is then traced like a call of ``f``."""
-        from ..source import AttrSource
-        from .builder import VariableBuilder
+        from .builder import VariableBuilder  # (upward: builder makes trackers of every kind)
 
         p = self.value
         func = VariableBuilder(tx, AttrSource(self.source, "func"))(p.func)
@@ -815,8 +685,6 @@ class UserObjectVariable(VariableTracker):
         attribute of that name the object gets later (``obj.forward = other``) wins over the
         class's method, and the guards on the class alone would not see it. (Reading
         ``obj.name`` binds a method, which runs no user code and makes no ``__dict__``.)"""
-        from ..guards import Guard
-        from ..source import AttrSource
 
         bound = AttrSource(self.source, name)
         tx.output.add_guard(Guard(AttrSource(bound, "__func__"), "ID_MATCH", Guard.identity(fn)))
@@ -827,8 +695,7 @@ class UserObjectVariable(VariableTracker):
         class, then the object's own attribute, then the class attribute or its binding) without
         running the user's code and without making the object's ``__dict__`` (see
         `own_attribute`)."""
-        from ..source import AttrSource
-        from .builder import VariableBuilder
+        from .builder import VariableBuilder  # (upward: builder makes trackers of every kind)
 
         obj = self.value
         cls = type(obj)

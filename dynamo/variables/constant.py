@@ -5,12 +5,19 @@ raises it), never an npdynamo internal error."""
 
 from __future__ import annotations
 
+import operator
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fx.codegen_names import dtype_text
+from fx.symbolic import MIN_DYNAMIC_SIZE, Sym, expression
+
+from .. import instructions as ins
 from ..exc import Unsupported, UserCodeError
+from ..guards import Guard
 from .base import VariableTracker, made_while_tracing, note_made
 
 if TYPE_CHECKING:
@@ -100,6 +107,7 @@ class ConstantVariable(VariableTracker):
                                    bytes, tuple, frozenset, set)) and not name.startswith("_"):
             attr = run_user_op(getattr, self.value, name)
             if callable(attr):
+                # (upward: callables build on constants)
                 from .callables import BoundConstantMethodVariable
 
                 return BoundConstantMethodVariable(self.value, name)
@@ -107,15 +115,10 @@ class ConstantVariable(VariableTracker):
         return super().var_getattr(tx, name)
 
     def reconstruct(self, codegen: "Codegen") -> None:
-        from .. import instructions as ins
-
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
         if isinstance(self.value, slice):  # a size in a slice is fixed to its value (a fact)
-            import operator
-
-            from fx.symbolic import Sym
 
             parts = (self.value.start, self.value.stop, self.value.step)
             if any(isinstance(v, Sym) for v in parts):  # (else kept: one object, as in Python)
@@ -141,8 +144,6 @@ class ConstantVariable(VariableTracker):
             codegen.extend(ins.binary_add())
             return
         if isinstance(self.value, np.dtype):
-            from fx.codegen_names import dtype_text
-
             text = dtype_text(self.value)
             if text is not None:
                 # Made by the call ``np.dtype(text)`` (the very object), as the plain function
@@ -165,8 +166,6 @@ class UnspecializedScalarVariable(VariableTracker):
     ``n % 10 == 0`` records a fact, not the value."""
 
     def __init__(self, node, value: Any, source, output) -> None:
-        import weakref
-
         self.node = node
         self.value = value
         self.source = source
@@ -184,8 +183,6 @@ class UnspecializedScalarVariable(VariableTracker):
 
     def as_python_constant(self) -> Any:
         if not self._fixed:
-            from ..guards import Guard
-
             self._fixed = True
             self._output().add_guard(Guard(self.source, "CONSTANT_MATCH",
                                            (type(self.value), self.value)))
@@ -195,8 +192,6 @@ class UnspecializedScalarVariable(VariableTracker):
         return type(self.value)
 
     def can_be_symbolic(self) -> bool:
-        from fx.symbolic import MIN_DYNAMIC_SIZE
-
         return not self._fixed and type(self.value) is int and self.value >= MIN_DYNAMIC_SIZE
 
     def symbolic(self) -> Any:
@@ -239,8 +234,6 @@ class SymIntVariable(VariableTracker):
         return True
 
     def as_python_constant(self) -> Any:
-        import operator
-
         return operator.index(self.sym)
 
     def python_type(self) -> type:
@@ -256,7 +249,6 @@ class SymIntVariable(VariableTracker):
         """Recompute the value from the inputs it is made of (``operator.sub(n, 1)``,
         ``x.shape[0] // 2``), with no fact: the transformed code rebuilds every value before it
         stores anything (`codegen`), so the inputs are still the frame's own."""
-        from fx.symbolic import expression
 
         tree = expression(self.sym, lambda k: ("input", k), lambda fn, *args: (fn, args))
         _emit_size(codegen, self.sym.env, tree)
@@ -265,7 +257,6 @@ class SymIntVariable(VariableTracker):
 def _emit_size(codegen, env: Any, tree: Any) -> None:
     """Bytecode for a size expression of `fx.symbolic.expression`: ints, ``("input", k)`` for
     symbol k (its argument, or its array's ``.shape[dim]``) and ``(fn, args)`` calls."""
-    from .. import instructions as ins
 
     if isinstance(tree, int):
         codegen.extend(ins.load_const(tree))

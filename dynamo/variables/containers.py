@@ -1,7 +1,9 @@
-"""Tuples, lists, dicts and iterators built from other VariableTrackers.
+"""Tuples, lists, dicts and iterators built from other VariableTrackers, and the methods of
+lists and dicts the translator runs itself.
 
-A list that came from the frame (it has a source) may be read but not mutated in this version:
-mutating it would need the change replayed on the real object after the graph runs.
+A list that came from the frame (it has a source) may be changed: its new contents are written
+back to the real object after the graph (`side_effects`). A dict from outside the frame is
+read only: a change to it ends the graph and runs in plain Python.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from typing import TYPE_CHECKING, Any
 from .. import instructions as ins
 from ..exc import Unsupported
 from .base import VariableTracker
+from .constant import ConstantVariable, run_user_op, user_error
 
 if TYPE_CHECKING:
     from ..codegen import Codegen
 
 __all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable", "DictViewVariable",
-           "CheckedIteratorVariable", "iterate"]
+           "CheckedIteratorVariable", "ListMethodVariable", "DictMethodVariable", "iterate"]
 
 
 #: ``ids``: the containers whose Python value this thread is building right now
@@ -68,8 +71,6 @@ class _Sequence(VariableTracker):
         return bool(self.items)
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        from .constant import run_user_op
-
         key = index.as_python_constant()
         if self.kind is tuple and isinstance(key, slice):
             whole = run_user_op(operator.getitem, range(len(self.items)), key)
@@ -133,17 +134,10 @@ class ListVariable(_Sequence):
         self.items.extend(items)
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in LIST_METHODS:
-            from .callables import ListMethodVariable
-
+        if name in LIST_ARITY:
             return ListMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
-
-#: list methods the translator runs on a list's trackers (the mutating ones also on a list from
-#: outside the frame, whose new items are replayed after the graph)
-LIST_METHODS = ("append", "extend", "insert", "pop", "clear", "reverse", "copy", "index", "count")
-DICT_METHODS = ("get", "keys", "values", "items", "update", "pop", "setdefault", "copy")
 
 
 class DictVariable(VariableTracker):
@@ -162,15 +156,11 @@ class DictVariable(VariableTracker):
 
     def key(self, key: Any) -> VariableTracker:
         """The tracker of the object the dict holds as `key`."""
-        from .constant import ConstantVariable
-
         return self.key_trackers.get(key) or ConstantVariable(key)
 
     def put(self, key: Any, tracker: VariableTracker, value: VariableTracker) -> None:
         """``d[key] = value`` with `key` (the value of `tracker`): a new key is the object
         `tracker` stands for; an existing one stays the object it was (as in Python)."""
-        from .constant import run_user_op
-
         new = not run_user_op(operator.contains, self.items, key)  # (unhashable: TypeError)
         self.items[key] = value
         if new and _rebuilt_from_tracker(tracker):
@@ -202,8 +192,6 @@ class DictVariable(VariableTracker):
         return [self.key(k) for k in self.items]
 
     def getitem(self, tx, index: VariableTracker) -> VariableTracker:
-        from .constant import run_user_op
-
         return run_user_op(operator.getitem, self.items, index.as_python_constant())
 
     def check_mutable(self) -> None:
@@ -216,9 +204,7 @@ class DictVariable(VariableTracker):
             raise Unsupported(f"changing the dict {self.source.name()} from outside the frame")
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        if name in DICT_METHODS:
-            from .callables import DictMethodVariable
-
+        if name in DICT_ARITY:
             return DictMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
@@ -343,8 +329,6 @@ class DictViewVariable(VariableTracker):
         return bool(self.d.items)
 
     def make(self, key: Any) -> VariableTracker:
-        from .constant import ConstantVariable
-
         if self.kind == "keys":
             return self.d.key(key)
         if self.kind == "values":
@@ -380,8 +364,6 @@ class CheckedIteratorVariable(IteratorVariable):
     def check(self) -> None:
         now = self.current_keys()
         if len(now) != len(self.snapshot):
-            from .constant import user_error
-
             raise user_error(RuntimeError, f"{self.what} changed size during iteration")
         if now != self.snapshot:
             raise Unsupported(f"the keys of a {self.what} changed while it was iterated")
@@ -447,8 +429,6 @@ class ListReverseIteratorVariable(IteratorVariable):
 def iterate(tx, value: VariableTracker) -> IteratorVariable:
     """``iter(value)`` for a tracker that is not an array: a list is read live (items appended
     while it is iterated are reached, as in Python), dicts and sets are checked for changes."""
-    from .constant import ConstantVariable
-
     if isinstance(value, IteratorVariable):
         return value
     if isinstance(value, ListVariable):
@@ -462,3 +442,154 @@ def iterate(tx, value: VariableTracker) -> IteratorVariable:
     if isinstance(value, ConstantVariable) and type(value.value) is set:
         return CheckedIteratorVariable(lambda: list(value.value), ConstantVariable, "Set")
     return IteratorVariable(value.unpack(tx))
+
+
+# The methods of list and dict trackers ----------------------------------------------------------
+
+
+#: The list and dict methods the translator runs on a container's trackers (the mutating list
+#: methods also on a list from outside the frame, whose new items are replayed after the
+#: graph), with their (fewest, most) positional arguments.
+LIST_ARITY = {"append": (1, 1), "extend": (1, 1), "insert": (2, 2), "pop": (0, 1),
+              "clear": (0, 0), "reverse": (0, 0), "copy": (0, 0), "index": (1, 3),
+              "count": (1, 1)}
+DICT_ARITY = {"get": (1, 2), "keys": (0, 0), "values": (0, 0), "items": (0, 0),
+              "update": (0, 1), "pop": (1, 2), "setdefault": (1, 2), "copy": (0, 0)}
+
+
+def _check_arity(kind: str, name: str, args: list, table: dict) -> None:
+    """A wrong number of arguments raises TypeError in Python; the translator, which runs the
+    method on trackers, must not make up a result instead."""
+    fewest, most = table[name]
+    if not fewest <= len(args) <= most:
+        raise user_error(TypeError, f"{kind}.{name}() takes {fewest} to {most} arguments "
+                         f"({len(args)} given)")
+
+
+class ListMethodVariable(VariableTracker):
+    """``lst.append`` and the other methods of `LIST_ARITY` of a list tracker, run on its
+    items (a list from outside the frame gets its new contents written back after the graph)."""
+
+    def __init__(self, lst: ListVariable, name: str) -> None:
+        self.lst = lst
+        self.name = name
+
+    def reconstruct(self, codegen) -> None:
+        codegen.reconstruct(self.lst)  # the same list object as everywhere else in the frame
+        codegen.extend(ins.load_attr(self.name))
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        if kwargs:
+            raise Unsupported(f"list.{self.name}() with keyword arguments")
+        _check_arity("list", self.name, args, LIST_ARITY)
+        return _LIST_METHODS[self.name](tx, self.lst, self.name, args)
+
+
+def _list_copy(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    return ListVariable(list(lst.items))
+
+
+def _list_search(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    """``index`` and ``count``: on the items' values (Unsupported for arrays)."""
+    values = [v.as_python_constant() for v in lst.items]
+    return ConstantVariable(run_user_op(getattr(values, name),
+                                        *[a.as_python_constant() for a in args]))
+
+
+def _list_append(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    lst.append(args[0])
+    return ConstantVariable(None)
+
+
+def _list_extend(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    lst.extend(args[0].unpack(tx))
+    return ConstantVariable(None)
+
+
+def _list_insert(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    lst.check_mutable()
+    run_user_op(lst.items.insert, args[0].as_python_constant(), args[1])
+    return ConstantVariable(None)
+
+
+def _list_pop(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    lst.check_mutable()
+    _check_removal(tx, lst, name)
+    return run_user_op(lst.items.pop, *[a.as_python_constant() for a in args])
+
+
+def _list_clear(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    lst.check_mutable()
+    _check_removal(tx, lst, name)
+    lst.items.clear()
+    return ConstantVariable(None)
+
+
+def _list_reverse(tx, lst: ListVariable, name: str, args: list) -> VariableTracker:
+    lst.check_mutable()
+    lst.items.reverse()
+    return ConstantVariable(None)
+
+
+_LIST_METHODS = {"copy": _list_copy, "index": _list_search, "count": _list_search,
+                 "append": _list_append, "extend": _list_extend, "insert": _list_insert,
+                 "pop": _list_pop, "clear": _list_clear, "reverse": _list_reverse}
+
+
+def _check_removal(tx, lst: ListVariable, name: str) -> None:
+    """A list from outside the frame loses items: its new contents are written back after the
+    graph, and an item whose death runs code (``__del__``, a weakref callback) would then die
+    after what follows has run (its finalizer's own changes overwritten by later replays). The
+    graph ends here instead, so the removal runs in plain Python, in order."""
+    if lst.source is not None and tx.removal_runs_code(lst.items):
+        raise Unsupported(f"list.{name}() may free an object whose finalizer or weakref "
+                          "callback runs code: the graph ends here, so it runs before what "
+                          "follows")
+
+
+class DictMethodVariable(VariableTracker):
+    """``d.get``, ``d.keys``, ``d.values``, ``d.items`` of a dict with known keys."""
+
+    def __init__(self, d: DictVariable, name: str) -> None:
+        self.d = d
+        self.name = name
+
+    def reconstruct(self, codegen) -> None:
+        codegen.reconstruct(self.d)
+        codegen.extend(ins.load_attr(self.name))
+
+    def call_function(self, tx, args, kwargs) -> VariableTracker:
+        items = self.d.items
+        if kwargs and self.name != "update":
+            raise Unsupported(f"dict.{self.name}() with keyword arguments")
+        _check_arity("dict", self.name, args, DICT_ARITY)
+        if self.name in ("update", "pop", "setdefault"):
+            self.d.check_mutable()
+        if self.name == "update":
+            if len(args) > 1:
+                raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
+            for arg in args:
+                if not isinstance(arg, DictVariable):
+                    raise Unsupported("dict.update() from a value that is not a dict")
+                self.d.merge(arg)
+            items.update(kwargs)  # (keyword names: str constants)
+            return ConstantVariable(None)
+        if self.name == "copy":
+            return DictVariable(dict(items), key_trackers=self.d.key_trackers)
+        if self.name in ("pop", "setdefault"):
+            key = args[0].as_python_constant()
+            run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
+            if self.name == "setdefault":
+                if key not in items:
+                    self.d.put(key, args[0], args[1] if len(args) > 1 else ConstantVariable(None))
+                return items[key]
+            if key in items:
+                return self.d.remove(key)
+            if len(args) > 1:
+                return args[1]
+            raise user_error(KeyError, repr(key))
+        if self.name == "get":
+            key = args[0].as_python_constant()
+            found = run_user_op(operator.contains, items, key)
+            return items[key] if found else (args[1] if len(args) > 1 else ConstantVariable(None))
+        return DictViewVariable(self.d, self.name)  # keys, values, items: a live view

@@ -15,6 +15,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..source import Source
+from .builder import VariableBuilder
 
 if TYPE_CHECKING:
     from ..codegen import Codegen
@@ -36,8 +37,6 @@ class LazyVariable:
 
     def realize(self):
         if self._vt is None:
-            from .builder import VariableBuilder
-
             self._vt = VariableBuilder(self.tx(), self.source)(self.value)
         return self._vt
 

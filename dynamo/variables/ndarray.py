@@ -1,7 +1,9 @@
-"""NDArrayVariable: an ndarray or NumPy scalar that lives in the graph (an fx Node + ArrayMeta)."""
+"""NDArrayVariable: an ndarray or NumPy scalar that lives in the graph (an fx Node + ArrayMeta);
+`ArrayRowIterator`: ``for row in x``, each row read when its iteration starts."""
 
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -12,14 +14,16 @@ from fx.symbolic import is_data_dependent
 
 from ..exc import Unsupported
 from .base import VariableTracker
-from .constant import ConstantVariable
+from .constant import ConstantVariable, user_error
+from .containers import _iterator_at, _positioned
 
 if TYPE_CHECKING:
     from fx import Node
 
     from ..codegen import Codegen
+    from ..symbolic_convert import InstructionTranslator
 
-__all__ = ["NDArrayVariable"]
+__all__ = ["NDArrayVariable", "ArrayRowIterator"]
 
 # Attributes that are views or new arrays, and the graph call that computes them.
 _ARRAY_ATTRS = {
@@ -65,7 +69,7 @@ class NDArrayVariable(VariableTracker):
         if op_rules.is_supported_method(name) or callable(getattr(np.ndarray, name, None)):
             # Methods go through infer_method when called, which says why one is not
             # supported (x.item() needs the data, ...).
-            from .callables import MethodVariable
+            from .callables import MethodVariable  # (upward: callables build on arrays)
 
             return MethodVariable(self, name)
         try:
@@ -74,21 +78,56 @@ class NDArrayVariable(VariableTracker):
             raise Unsupported(f"ndarray attribute {name!r}: {exc}") from None
         if isinstance(value, ArrayMeta):
             raise Unsupported(f"ndarray attribute {name!r} is not supported")
-        from .builder import wrap_constant
+        from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
 
         return wrap_constant(value)
 
     def unpack(self, tx) -> list[VariableTracker]:
         if self.meta.is_scalar or self.meta.ndim == 0:
-            from .constant import user_error
-
             raise user_error(TypeError, "iteration over a 0-d array")
         n = self.dim(0)
         if n > MAX_UNPACK:
             raise Unsupported(f"iterating over {n} rows of an array (limit {MAX_UNPACK} when unrolling)")
-        import operator
 
         return [tx.output.call_function(tx, operator.getitem, [self, ConstantVariable(i)], {}) for i in range(n)]
 
     def reconstruct(self, codegen: "Codegen") -> None:
         codegen.load_graph_value(self)
+
+
+class ArrayRowIterator(VariableTracker):
+    """``for row in x``: each row is read when its iteration starts (x[i] then), so a change to
+    x made by an earlier iteration is seen, as in Python (reading every row up front is not)."""
+
+    #: built once where it is needed twice (``zip(it, it)``): one iterator, as in Python
+    has_identity = True
+
+    def __init__(self, tx: "InstructionTranslator", array: NDArrayVariable) -> None:
+        if array.meta.is_scalar or array.meta.ndim == 0:
+            raise user_error(TypeError, "iteration over a 0-d array")
+        array.dim(0)  # (``for r in x[mask]``: how many rows depends on the data: Unsupported)
+        self.tx = tx
+        self.array = array
+        self.index = 0
+
+    def describe(self) -> str:
+        return "iterator over the rows of an array"
+
+    def next(self) -> VariableTracker | None:
+        if self.index >= self.array.dim(0):
+            return None
+        row = self.tx.output.call_function(self.tx, operator.getitem,
+                                           [self.array, ConstantVariable(self.index)], {})
+        self.index += 1
+        return row
+
+    def unpack(self, tx) -> list[VariableTracker]:
+        rows = []
+        while (row := self.next()) is not None:
+            rows.append(row)
+        return rows
+
+    def reconstruct(self, codegen) -> None:
+        """``iter(x)`` at the row this one reached (an array's iterator is the sequence
+        iterator, positioned by its pickled state): it reads the rows live, as this one."""
+        _positioned(codegen, _iterator_at, self.array, self.index)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..exc import Unsupported
+from ..guards import Guard
 from ..source import AttrSource, Source
 from .base import VariableTracker
 
@@ -45,7 +46,6 @@ class OpaqueObjectVariable(VariableTracker):
         """``self is None``, decided for this object's type: a guard on the type makes the
         compiled code run for objects of that type only (reading an attribute gives an opaque
         value with no guard, so without it a None in the next call went unnoticed)."""
-        from ..guards import Guard
 
         tx.output.add_guard(Guard(self.source, "TYPE_MATCH", type(self.value)))
         return self.value is None

@@ -112,7 +112,7 @@ class OutcomeResult(unittest.TestResult):
 
 
 class TranslatorCounts:
-    """Stands in for ``convert_frame.records.sink``: counts compile records without keeping the
+    """Stands in for ``dynamo.records.records.sink``: counts compile records without keeping the
     code objects alive (test_gc and friends watch object lifetimes)."""
 
     def __init__(self, test_dir: str) -> None:
@@ -171,13 +171,13 @@ def enable_test_package_translation(test_dir: str, counts: TranslatorCounts,
 
     Uses ``dynamo.config.include_dirs`` (the most specific directory wins, so the test package
     beats the stdlib entry of ``skip_dirs``); on a tree without that option it falls back to
-    wrapping ``convert_frame.skip_reason`` in this process. Either way ``skip_reason`` is wrapped
+    wrapping ``trace_rules.skip_reason`` in this process. Either way ``skip_reason`` is wrapped
     to count the test-package code objects the callback was asked about, and to keep this
     runner's own code out of capture.
     """
-    from dynamo import config, convert_frame
+    from dynamo import config, trace_rules
 
-    original = convert_frame.skip_reason
+    original = trace_rules.skip_reason
     if isinstance(getattr(config, "include_dirs", None), tuple):
         if only_tests:  # diagnosis: keep site-packages out, to separate its bugs from others
             config.skip_dirs = (*config.skip_dirs, *config.include_dirs)
@@ -188,7 +188,7 @@ def enable_test_package_translation(test_dir: str, counts: TranslatorCounts,
         config.include_files = (*config.include_files, DOCTEST_FILES)
         how = "dynamo.config.include_dirs"
     else:
-        how = "monkeypatched convert_frame.skip_reason"
+        how = "monkeypatched trace_rules.skip_reason"
 
     runner_file = os.path.abspath(__file__)
 
@@ -203,7 +203,7 @@ def enable_test_package_translation(test_dir: str, counts: TranslatorCounts,
                 return None
         return original(code, *args, **kwargs)
 
-    convert_frame.skip_reason = skip_reason
+    trace_rules.skip_reason = skip_reason
     return how
 
 
@@ -269,12 +269,12 @@ def run_module(name: str, capture: str, verbose: bool, match: list[str] | None =
     if capture in ("none", "import"):
         _run_quietly(suite, result, sink)
     else:
-        from dynamo import convert_frame
+        from dynamo import records
 
         test_dir = os.path.dirname(os.path.abspath(test.__file__)) + os.sep
         counts = TranslatorCounts(test_dir)
         how = enable_test_package_translation(test_dir, counts, only_tests)
-        convert_frame.records.sink = counts
+        records.records.sink = counts
         # unittest calls the result from inside the test's (captured) frames; recording and
         # formatting an outcome is the harness's business, so it runs uncaptured, as in "none".
         for method in _RESULT_METHODS:
@@ -283,7 +283,7 @@ def run_module(name: str, capture: str, verbose: bool, match: list[str] | None =
             with dynamo.optimize(capture):
                 _run_quietly(suite, result, sink)
         finally:
-            convert_frame.records.sink = None
+            records.records.sink = None
         translator = counts.summary()
     seconds = time.perf_counter() - start
     return {

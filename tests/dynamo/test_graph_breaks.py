@@ -802,11 +802,11 @@ def test_the_tracing_time_budget_counts_cpu_time_not_the_machines_load(check, mo
     # was: another process's load must not stop a loop from being unrolled)
     import time
 
-    from dynamo import config, symbolic_convert
+    from dynamo import compile_frame, config
 
     wall = iter(range(0, 10**9, 1000))  # a wall clock that jumps 1000 s at every reading
-    monkeypatch.setattr(symbolic_convert.time, "perf_counter", lambda: float(next(wall)))
-    monkeypatch.setattr(symbolic_convert.time, "monotonic", lambda: float(next(wall)))
+    monkeypatch.setattr(compile_frame.time, "perf_counter", lambda: float(next(wall)))
+    monkeypatch.setattr(compile_frame.time, "monotonic", lambda: float(next(wall)))
     with config.patch(max_trace_seconds=30.0):
         check(running_sum, np.arange(1500.0), graphs=1)
     assert time.thread_time() > 0  # (the clock the budget reads)

@@ -14,7 +14,7 @@ import pytest
 
 import dynamo
 from dynamo import _C, compat
-from dynamo.inline import MAX_INLINE_DEPTH
+from dynamo.variables.functions import MAX_INLINE_DEPTH
 
 # Argument binding ------------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import config, convert_frame
+from dynamo import config, convert_frame, trace_rules
 
 
 class Counter:
@@ -400,14 +400,14 @@ def test_skip_files_and_include_files_patterns():
 def test_cpython_test_package_can_be_captured_by_configuration():
     test_dir = os.path.join(sysconfig.get_paths()["stdlib"], "test")
     fn = _function_in(test_dir)
-    assert "dynamo.config.skip_dirs" in convert_frame.skip_reason(fn.__code__)
+    assert "dynamo.config.skip_dirs" in trace_rules.skip_reason(fn.__code__)
     backend = Counter()
     with config.patch(include_dirs=config.include_dirs + (test_dir,)):
-        assert convert_frame.skip_reason(fn.__code__) is None
+        assert trace_rules.skip_reason(fn.__code__) is None
         dynamo.compile(fn, backend=backend)(np.ones(3))
     assert backend.count == 1
-    assert convert_frame.skip_reason(os.path.join.__code__) is not None  # rest of the stdlib
-    assert convert_frame.skip_reason(np.lib.format.read_magic.__code__) is not None  # NumPy
+    assert trace_rules.skip_reason(os.path.join.__code__) is not None  # rest of the stdlib
+    assert trace_rules.skip_reason(np.lib.format.read_magic.__code__) is not None  # NumPy
 
 
 # 7. No reference cycles left behind --------------------------------------------------------------

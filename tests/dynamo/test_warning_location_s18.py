@@ -95,5 +95,5 @@ def test_the_graph_code_stays_readable_and_is_never_captured(x):
     assert code.co_filename == __file__  # (runs at the user's lines)
     assert gm.filename.startswith("<fx-graph") and "numpy.log(y)" in gm.code  # (reads as built)
     assert locations.origin(code) is not None
-    assert dynamo.convert_frame.skip_reason(code, gm.forward.__globals__) == \
+    assert dynamo.trace_rules.skip_reason(code, gm.forward.__globals__) == \
         "generated graph code"

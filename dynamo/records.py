@@ -1,0 +1,42 @@
+"""Compile records: one entry per compile event, for `explain()`, the debug view and tools.
+
+The compile callback (`convert_frame`) writes a `CompileRecord` for every frame it looks at:
+compiled (with its `CompiledFrame`), not captured (why), or recompiled (which guard failed).
+`records.sink`, a list per thread, collects them while a tool listens (`dynamo.explain`,
+`dynamo.tools.CompileCounter`, the pytest plugin); the HTML report keeps the last few thousand
+on its own (`html_report.note`).
+"""
+
+from __future__ import annotations
+
+import threading
+import types
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .compile_frame import CompiledFrame
+
+__all__ = ["CompileRecord", "records", "NOTHING_TO_COMPILE"]
+
+#: The reason recorded for a frame with no NumPy operation (not a graph break: nothing to do).
+NOTHING_TO_COMPILE = "nothing to compile (no NumPy operations)"
+
+
+@dataclass
+class CompileRecord:
+    """One compile event, kept for `explain()` and the debug view."""
+
+    code: types.CodeType
+    compiled: CompiledFrame | None = None
+    reason: str | None = None          # why the frame was not captured (a graph break)
+    recompile_reason: str | None = None
+    seconds: float = 0.0
+
+
+class _Records(threading.local):
+    def __init__(self) -> None:
+        self.sink: list[CompileRecord] | None = None
+
+
+records = _Records()

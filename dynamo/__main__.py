@@ -23,6 +23,10 @@ import runpy
 import sys
 import traceback
 
+import dynamo
+from dynamo.repro import minify
+from dynamo.tools import recording
+
 _DYNAMIC = {"auto": None, "true": True, "false": False}
 
 
@@ -58,8 +62,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _minify(path: str) -> int:
-    from dynamo.repro import minify
-
     if not os.path.exists(os.path.join(path if os.path.isdir(path) else os.path.dirname(path),
                                        "graph.pkl")):
         print(f"python -m dynamo minify: {path} is not a repro directory (no graph.pkl)",
@@ -82,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(script):
         print(f"python -m dynamo: no such script: {opts.script}", file=sys.stderr)
         return 2
-    import dynamo
-    from dynamo.tools import recording
 
     try:
         dynamo.lookup_backend(opts.backend)

@@ -208,7 +208,6 @@ def block_stack_handlers(instrs: list[Instr], labels: dict) -> tuple[list, dict,
     block stack (CPython allows 20). Follows the control flow from the first instruction, the
     block stack as state (the compiler gives every instruction one block stack whatever the way
     there)."""
-    from bytecode import TryBegin
 
     n = len(instrs)
     handlers: list = [None] * n

@@ -26,6 +26,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from . import _C
+
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
     "emit_warnings",
@@ -200,15 +202,12 @@ class Option:
 
 
 def _apply_guard_self_check(value: bool) -> None:
-    from . import _C  # the extension is a sibling module; importing it needs no dynamo.config
-
     _C.set_guard_self_check(value)
 
 
 def _apply_debug_insert_nops(value: bool) -> None:
     """Generated code is cached per code object (resume functions, loop and try/with body
     plans) and carries the NOPs or not: switching the option drops those caches."""
-    import sys
 
     for module, cache in (("dynamo.resume", "_resume_codes"), ("dynamo.loops", "_plans"),
                           ("dynamo.region_body", "_plans")):

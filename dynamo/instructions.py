@@ -14,11 +14,14 @@ function returns a fresh list, so callers may set line numbers on it.
 
 from __future__ import annotations
 
+import types
 from typing import Any
 
-from bytecode import CellVar, Compare, FreeVar, Instr, Label
+from bytecode import CellVar, Compare, ControlFlowGraph, FreeVar, Instr, Label, TryBegin
 from bytecode.concrete import _ConvertBytecodeToConcrete  # (its constant keys: see below)
+from bytecode.instr import UNSET, BinaryOp
 
+from . import _C, config
 from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312,
                      PY313, qualname)
 
@@ -141,7 +144,6 @@ def binary_add() -> list[Instr]:
     """The sum of the two values on top of the stack (``a + b``)."""
     if PY310:
         return [Instr("BINARY_ADD")]
-    from bytecode.instr import BinaryOp
 
     return [Instr("BINARY_OP", BinaryOp.ADD)]
 
@@ -186,8 +188,6 @@ def install_cells(names: list[str] | tuple[str, ...]) -> list[Instr]:
     if not names:
         return []
     if PY310:
-        from . import _C
-
         return [Instr("LOAD_CONST", _C.adopt_cells), Instr("CALL_FUNCTION", 0), Instr("POP_TOP")]
     seq: list[Instr] = []
     for name in names:
@@ -250,7 +250,6 @@ def function_in(code: Any, namespace: dict, defaults: tuple | None, kwdefaults: 
     """(Called by generated code) what MAKE_FUNCTION makes in a frame whose globals are
     `namespace`: a function made by an inlined callee from another module gets that module's
     globals (and so its builtins and ``__module__``), as in Python."""
-    import types
 
     fn = types.FunctionType(code, namespace, None, defaults, closure)
     fn.__qualname__ = qualname(code)  # (3.10: MAKE_FUNCTION's operand; co_qualname later)
@@ -492,10 +491,6 @@ def to_code(bc: Any) -> Any:
     made left work for the cyclic collector (``gc.collect()`` returned > 0 after one compile, which
     CPython's test_gc sees). The graph's blocks are emptied once the flat bytecode is made from it.
     """
-    from bytecode import ControlFlowGraph, TryBegin
-    from bytecode.instr import UNSET
-
-    from . import config
 
     if config.debug_insert_nops:
         bc = _with_nops(bc)

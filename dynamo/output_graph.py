@@ -8,9 +8,12 @@ Called by the translator (`symbolic_convert`) for every NumPy call it records; i
 from __future__ import annotations
 
 import itertools
+import linecache
+import os
 import operator
 import re
 import time
+import tokenize
 from dataclasses import dataclass, field
 from math import prod
 from typing import TYPE_CHECKING, Any, Callable
@@ -510,9 +513,6 @@ def source_line(filename: str, lineno: int) -> str:
     or interactive source) but never adds one: the program's linecache stays as it left it
     (CPython's test_traceback checks it is still empty after ``linecache.clearcache()``).
     Files read here stay in a small private cache, reread when their size or mtime changes."""
-    import linecache
-    import os
-    import tokenize
 
     entry = linecache.cache.get(filename)
     if entry is not None and len(entry) == 4:

@@ -22,6 +22,7 @@ Loaded automatically once npdynamo is installed (entry point ``pytest11``: ``dyn
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,7 +50,7 @@ def pytest_configure(config: Any) -> None:
         if config.getoption("--dynamo-compare"):
             raise pytest.UsageError("--dynamo-compare needs --dynamo=BACKEND")
         return
-    import dynamo
+    import dynamo  # (only with --dynamo: a plain pytest run never loads npdynamo)
 
     try:
         dynamo.lookup_backend(backend)
@@ -81,15 +82,13 @@ def _outcome(fn: Any) -> tuple[str, str]:
 
 class _DynamoSession:
     def __init__(self, config: Any, backend: str) -> None:
-        import dynamo
+        import dynamo  # (only with --dynamo: a plain pytest run never loads npdynamo)
 
         self.backend = backend
         self.compare = config.getoption("--dynamo-compare")
         self.reset = config.getoption("--dynamo-reset")
         include = tuple(config.getoption("--dynamo-include"))
         if include:
-            import os
-
             dynamo.config.include_dirs = tuple(dynamo.config.include_dirs) + tuple(
                 os.path.abspath(d) for d in include)
         self.scope = dynamo.optimize(backend)
@@ -98,8 +97,8 @@ class _DynamoSession:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: Any):
-        import dynamo
-        from dynamo.tools import recording
+        import dynamo  # (only with --dynamo: a plain pytest run never loads npdynamo)
+        from dynamo.tools import recording  # (as above)
 
         if self.reset:
             dynamo.reset()

@@ -34,10 +34,13 @@ import numpy as np
 
 from fx import GraphModule
 from fx.graph import Graph
+from fx.interpreter import Interpreter
+from fx.node import map_arg
 from fx.passes.shape_prop import propagate_shapes
-from fx.serialize import graph_from_data, graph_to_data
+from fx.serialize import Ref, graph_from_data, graph_to_data
 
 from . import config
+from .diagnostics import diagnose
 
 __all__ = ["AccuracyWarning", "checked", "write_repro", "load_repro", "run_repro", "minify",
            "compare"]
@@ -142,8 +145,6 @@ def backend_failed(records: list, attrs: dict, example_inputs: list, backend: An
 
 
 def _warn(message: str) -> None:
-    from .diagnostics import diagnose
-
     diagnose("graph_code", f"npdynamo: {message}", AccuracyWarning)
 
 
@@ -285,8 +286,6 @@ def minify(directory: Path) -> Path | None:
 
 
 def _eager_values(graph: Graph, attrs: dict, inputs: tuple) -> dict[str, Any]:
-    from fx.interpreter import Interpreter
-
     env: dict[str, Any] = {}
 
     class Recorder(Interpreter):
@@ -304,7 +303,6 @@ def _eager_values(graph: Graph, attrs: dict, inputs: tuple) -> dict[str, Any]:
 def _single(node: Any, env: dict[str, Any], attrs: dict) -> tuple[list, tuple]:
     """A graph of `node` alone: its input nodes become placeholders holding their eager
     values."""
-    from fx.node import map_arg
 
     graph = Graph()
     made: dict[Any, Any] = {}
@@ -326,7 +324,6 @@ def _single(node: Any, env: dict[str, Any], attrs: dict) -> tuple[list, tuple]:
 
 def _prefix(records: list, keep: set[str], last: str) -> list:
     """The records up to `last`, returning it (unused nodes left out)."""
-    from fx.serialize import Ref
 
     out = []
     for record in records:

@@ -43,7 +43,7 @@ from bytecode.flags import CompilerFlags
 
 from . import _C, compat
 from . import instructions as ins
-from .bytecode_analysis import CodeMap
+from .bytecode_analysis import CodeMap, code_info
 
 __all__ = ["ResumeCode", "resume_code", "is_resume_code", "origin_names", "mark_plain_loop",
            "plain_loop_reason", "mark_loop_body", "in_loop_body", "inherit_origin", "display_name",
@@ -312,7 +312,6 @@ def rest_of_code(code: types.CodeType, targets) -> tuple[list, dict[int, Label]]
 
 def target_lineno(code: types.CodeType, index: int) -> int | None:
     """The line of `code`'s instruction `index` (None past the end or without a line)."""
-    from .bytecode_analysis import code_info
 
     instructions = code_info(code).instructions
     return instructions[index].lineno if index < len(instructions) else None
@@ -320,7 +319,6 @@ def target_lineno(code: types.CodeType, index: int) -> int | None:
 
 def reads_a_bool(code: types.CodeType, index: int) -> bool:
     """Whether instruction `index` of `code` needs an exact bool on top of the stack."""
-    from .bytecode_analysis import code_info
 
     instructions = code_info(code).instructions
     return index < len(instructions) and instructions[index].name in (
@@ -329,7 +327,6 @@ def reads_a_bool(code: types.CodeType, index: int) -> bool:
 
 def _reachable(code: types.CodeType, start: int) -> set[int]:
     """Instruction indices reached from `start` (jumps, fall-through and exception edges)."""
-    from .bytecode_analysis import code_info
 
     info = code_info(code)
     seen = {start}

@@ -218,7 +218,7 @@ class SymIntVariable(VariableTracker):
     """An int known only symbolically (a `fx.symbolic.Sym`): ``x.shape[0]`` of an array with
     a dynamic dimension, an int argument whose value changed between compiles
     (`OutputGraph.int_symbol`), and arithmetic on them. Arithmetic and comparisons with
-    ints and other sizes stay symbolic (`InstructionTranslator.binary_op`); as an argument of a
+    ints and other sizes stay symbolic (`operators.binary_op`); as an argument of a
     graph operation it becomes graph nodes that read the size at run time
     (`OutputGraph.size_node`); after a graph break or at a return it is recomputed from the
     inputs (`reconstruct`). Every other use (printing, a dict key, a call traced into Python)

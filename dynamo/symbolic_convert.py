@@ -28,7 +28,7 @@ import numpy as np
 from bytecode import CellVar, FreeVar, Instr, Label
 from bytecode.instr import BinaryOp, Compare
 
-from fx.codegen_names import held_by
+from fx.names import held_by
 
 from . import compat, config
 from . import instructions as ins

@@ -69,7 +69,7 @@ class NumpyFunctionVariable(VariableTracker):
         self.source = source
 
     def describe(self) -> str:
-        from fx.codegen_names import numpy_path
+        from fx.names import numpy_path
 
         return numpy_path(self.fn) or f"numpy.{getattr(self.fn, '__name__', self.fn)}"
 

@@ -141,7 +141,7 @@ class ConstantVariable(VariableTracker):
             codegen.extend(ins.binary_add())
             return
         if isinstance(self.value, np.dtype):
-            from fx.codegen_names import dtype_text
+            from fx.names import dtype_text
 
             text = dtype_text(self.value)
             if text is not None:

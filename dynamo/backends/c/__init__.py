@@ -52,6 +52,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from fx.meta import ArrayMeta
+from fx.passes.constant_fold import fold_constants
+from fx.passes.cse import eliminate_common_subexpressions
+from fx.passes.expand_outer import expand_ufunc_outer
 from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
 from fx.weak import IdentityMap
 
@@ -293,14 +296,9 @@ def _build(kernels: list[Kernel], opts: COptions) -> tuple[Any, str]:
 
 
 def _run_passes(gm: Any) -> None:
-    from fx.passes.constant_fold import fold_constants
-    from fx.passes.cse import eliminate_common_subexpressions
-    from fx.passes.dce import eliminate_dead_code
-    from fx.passes.expand_outer import expand_ufunc_outer
-
     changed = expand_ufunc_outer(gm.graph)  # (a ufunc call fuses; its outer method does not)
     changed += fold_constants(gm.graph) + eliminate_common_subexpressions(gm.graph)
-    changed += eliminate_dead_code(gm.graph)
+    changed += gm.graph.eliminate_dead_code()
     if changed and hasattr(gm, "recompile"):
         gm.recompile()
 

@@ -41,7 +41,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from fx.codegen_names import PACE_MIN_BYTES, _heap_bytes
+from fx.python_code import PACE_MIN_BYTES, _heap_bytes
 
 from .codegen_c import ARITHMETIC, keeps, raises_fp
 from .loop_ir import (

@@ -3,8 +3,9 @@
 * Row buffers (`codegen_c.row_buffers`): softmax-like kernels store the summed values in the
   epilogue output and read them back instead of recomputing ``exp``; results must still equal
   NumPy (pairwise sums in NumPy's order) for contiguous and strided rows, float32 and float64.
-* Calibration (`_calibrate`): best-of-N interleaved timings decide kernel vs NumPy; the extra
-  runs must not warn a second time (the first call warns once, from the chosen path).
+* Calibration (`calibration.calibrate`): best-of-N interleaved timings decide kernel vs
+  NumPy; the extra runs must not warn a second time (the first call warns once, from the
+  chosen path).
 """
 
 from __future__ import annotations

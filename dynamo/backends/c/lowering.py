@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fx.meta import ArrayMeta
+
 from .codegen_c import FLOAT_MATH, NUMPY_LOOP, OPS
 from .loop_ir import SUPPORTED_DTYPES, Const, Load, Op, Value, roll_value
 from .numpy_loops import numpy_loop
@@ -80,8 +82,6 @@ class _Refuse(Exception):
 
 
 def _meta(x: Any) -> Any:
-    from fx.meta import ArrayMeta
-
     val = getattr(x, "meta", {}).get("val") if hasattr(x, "meta") else None
     return val if isinstance(val, ArrayMeta) else None
 

@@ -57,6 +57,7 @@ from fx.passes.expand_outer import expand_ufunc_outer
 from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
 
 from ...diagnostics import diagnose
+from ...hidden_code import hide_code
 
 # The build layer (and the stdlib modules it needs: subprocess, pathlib, json, ...) is imported
 # with the backend, not inside the first compile: a disk-cache hit in a new process then costs
@@ -66,7 +67,6 @@ from . import calibration
 from .codegen_c import cdef_for, module_source, numpy_loop_slots
 from .config import COptions, resolve_options
 from .fusion import FusionPlan, plan_fusion
-from .hidden import hide_code
 from .kernel import PointwiseRunner, ReductionRunner, fp_warn_mask
 from .loop_ir import Kernel, PointwiseKernel, walk
 from .numpy_loops import numpy_loop_table
@@ -436,8 +436,8 @@ def _shapes_function(dyn_kernels: list[Kernel], symbols: tuple[int, ...],
 
 def _hide_frames(functions: list[Callable[..., Any]]) -> None:
     """Keep the program's frames out of tracebacks through a compiled function, as the
-    generated graph code's are (`hidden`): the generated functions, and once per process the
-    backend functions a program call runs through."""
+    generated graph code's are (`dynamo.hidden_code`): the generated functions, and once per
+    process the backend functions a program call runs through."""
     global _runtime_hidden
     if not _runtime_hidden:
         runtime = [_kernel_step, calibration.calibrate, calibration.timed,

@@ -56,10 +56,10 @@ from fx.node import Node
 from fx.symbolic import hint
 
 from ... import _C
+from ...hidden_code import hide_backend_package
 from . import calibration
 from . import kernel as _kernel
 from .config import COptions
-from .hidden import hide_package
 from .loop_ir import Kernel, PointwiseKernel, ReductionKernel
 from .report import build_report
 
@@ -524,5 +524,6 @@ def attach(gm: Any, plan: Any, runners: dict[str, Any], library: Any, opts: COpt
         gm.meta["fusion_report"] = report
         logging.getLogger("dynamo.kernels").info("%s", report)
         direct.fusion_report, direct.runners = report, runners
-        hide_package()  # its frames (slow / decide) out of tracebacks, as the program's
+        # (this package's frames, slow / decide, out of tracebacks, as the program's)
+        hide_backend_package(__name__)
     return direct

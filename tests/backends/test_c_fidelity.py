@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from dynamo.backends.c import calibration
-from dynamo.backends.c.codegen_c import OPS
+from dynamo.backends.c.c_expressions import OPS
 from support.c_graphs import build, same_bits
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")

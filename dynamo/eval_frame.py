@@ -26,6 +26,7 @@ from .backends import Backend, backend_spec, lookup_backend
 from .capture import CaptureScope, disable, run
 from .convert_frame import ConvertFrame, compile_lock, touched_codes
 from .dynamic_shapes import forget as forget_sizes
+from .hidden_code import hide_backend_package, hide_code
 from .interrupts import call_keeping_interrupts
 from .output_check import OutputCheck, first_call
 
@@ -37,16 +38,6 @@ _C.set_compile_lock(compile_lock)
 
 
 # Frames hidden from tracebacks -----------------------------------------------------------------
-
-_hidden_modules: set[str] = set()
-
-
-def hide_code(code: types.CodeType) -> None:
-    """Hide `code` and the code objects nested in it from tracebacks through shadow frames."""
-    _C.set_code_hidden(code, True)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            hide_code(const)
 
 
 def _is_ours(code: types.CodeType, module: str) -> bool:
@@ -83,20 +74,8 @@ def _hide_callable(obj: Any) -> None:
             if isinstance(method_code, types.CodeType) and \
                     _is_ours(method_code, getattr(method, "__module__", None) or ""):
                 hide_code(method_code)
-    if module.startswith("dynamo.backends.") and module not in _hidden_modules:
-        # A built-in backend's runners (dynamo.backends.c: compiled/step/numpy_path/run) are
-        # closures made per graph: hide every function of its modules once.
-        package = module.rsplit(".", 1)[0] if module.count(".") > 2 else module
-        for name, mod in list(sys.modules.items()):
-            if mod is not None and (name == package or name.startswith(package + ".")):
-                _hidden_modules.add(name)
-                for value in list(vars(mod).values()):
-                    candidates = vars(value).values() if isinstance(value, type) else (value,)
-                    for item in list(candidates):
-                        item = getattr(item, "__func__", item)
-                        if isinstance(getattr(item, "__code__", None), types.CodeType) and \
-                                getattr(item, "__module__", None) == name:
-                            hide_code(item.__code__)
+    if module.startswith("dynamo.backends."):
+        hide_backend_package(module)
 
 
 def _hide_graph_code(check_fn: Any, new_code: types.CodeType) -> None:

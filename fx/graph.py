@@ -1,7 +1,8 @@
 """`Graph`: an ordered list of `Node`s, the IR every part of npdynamo passes around.
 
 The translator (``dynamo.output_graph``) builds one with ``placeholder``/``call_function``/...;
-passes (``fx/passes``) rewrite it; `GraphModule` turns it into Python; backends read it.
+passes (``fx/passes``; dead code elimination is `Graph.eliminate_dead_code`) rewrite it;
+`GraphModule` turns it into Python (`fx.python_code`); backends read it.
 Nodes live in a doubly linked list closed by a sentinel ``root`` node, so inserting and erasing
 are O(1) and erasing the node an iteration stands on is safe. Example::
 
@@ -23,8 +24,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .codegen_names import Namespace, PythonCode, RESERVED, candidate_name, generate
-from .codegen_names import qualified_name
+from .names import RESERVED, Namespace, candidate_name, qualified_name
 from .node import Node, format_arg, format_val, map_arg
 
 __all__ = ["Graph", "GraphError"]
@@ -224,10 +224,28 @@ class Graph:
         return found
 
     def eliminate_dead_code(self) -> bool:
-        """Remove pure nodes whose value nobody uses; True if the graph changed."""
-        from .passes.dce import eliminate_dead_code
+        """Erase the nodes whose value nobody reads and that have no effect, until none is left;
+        True if the graph changed.
 
-        return eliminate_dead_code(self)
+        Called by the translator before handing a graph to a backend and by the C backend's
+        passes. A node is kept when `Node.is_impure` (placeholders, output, setitem, in-place
+        operators, ``out=`` calls, targets registered with `fx.node.register_impure`) or when
+        `Node.may_raise_or_warn` (an unused ``x ** x`` on negative integers must still raise,
+        an unused ``x / 0.0`` must still warn): removing it would change what the program does.
+        """
+        changed = False
+        while True:
+            # Walking backwards erases a whole dead chain in one sweep: by the time we reach a
+            # node, its dead users (which come later) are already gone. Loop anyway until a
+            # fixed point.
+            removed = False
+            for node in reversed(self.nodes):
+                if not node.users and not node.is_impure() and not node.may_raise_or_warn():
+                    self.erase_node(node)
+                    removed = True
+            if not removed:
+                return changed
+            changed = True
 
     # -- checking and printing -------------------------------------------------------------------
 
@@ -270,10 +288,6 @@ class Graph:
             prev = n
         if len(seen) != self._len:
             raise GraphError(f"node count {self._len} does not match the list ({len(seen)})")
-
-    def python_code(self, fn_name: str = "forward") -> PythonCode:
-        """Source of ``def forward(<placeholders>)`` and its globals (see `fx.codegen_names`)."""
-        return generate(self, fn_name)
 
     def format_tabular(self) -> str:
         """The nodes as a table: opcode, name, target, args, kwargs, val."""

@@ -2,7 +2,7 @@
 
 In: a `Graph` and the values of its ``get_attr`` targets (``attrs``). Out: ``gm.forward``, a plain
 module-level function taking the placeholders positionally, generated as readable source
-(``gm.code``) by `fx.codegen_names` and executed once. Backends receive a GraphModule; the
+(``gm.code``) by `fx.python_code` and executed once. Backends receive a GraphModule; the
 ``eager`` backend simply returns ``gm.forward``.
 
 The source is registered in `linecache` under a unique file name (``<fx-graph GraphModule_0>``), so
@@ -23,6 +23,7 @@ from typing import Any
 
 from .graph import Graph
 from .locations import relocate
+from .python_code import generate
 from .weak import WeakValueMap, on_death
 
 __all__ = ["GraphModule", "GraphModuleError", "module_for", "register_generated"]
@@ -79,7 +80,7 @@ class GraphModule:
 
     def recompile(self) -> str:
         """Regenerate ``code`` and ``forward`` from ``graph`` (call after editing the graph)."""
-        code = self.graph.python_code("forward")
+        code = generate(self.graph, "forward")
         fn_globals = dict(code.globals)
         for global_name, target in code.attr_globals.items():
             if target not in self.attrs:

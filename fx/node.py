@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .names import qualified_name
+from .op_rules import written_operands
 from .weak import IdentityMap
 
 if TYPE_CHECKING:
@@ -417,8 +419,6 @@ class Node:
         (`fx.op_rules.written_operands`)."""
         if self.op not in ("call_function", "call_method"):
             return []
-        from .op_rules import written_operands  # (the rules import fx: not at import time)
-
         if self.op == "call_method":
             return written_operands(None, self._args, self._kwargs, method=self.target)
         return written_operands(self.target, self._args, self._kwargs)
@@ -429,8 +429,6 @@ class Node:
 
     def format_node(self) -> str:
         """One readable line: ``%mul : float64[8] = call_function[target=operator.mul](...)``."""
-        from .codegen_names import qualified_name
-
         head = f"%{self.name}"
         if "val" in self.meta:
             head += f" : {format_val(self.meta['val'])}"

@@ -1,4 +1,7 @@
-"""The ``eager`` backend: run the graph as the plain NumPy calls of its generated Python code."""
+"""The ``eager`` backend: run the graph as the plain NumPy calls of its generated Python code.
+
+In: a `fx.GraphModule`. Out: its ``forward``. Registered under ``"eager"`` by `registry`.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +9,8 @@ from typing import Callable
 
 import fx
 
-from . import register_backend
-
 __all__ = ["eager"]
 
 
-@register_backend("eager")
 def eager(gm: fx.GraphModule, example_inputs: list) -> Callable:
     return gm.forward

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fx.codegen_names import numpy_path
+from fx.names import numpy_path
 from fx import op_rules
 
 from .. import instructions as ins

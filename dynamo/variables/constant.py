@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fx.codegen_names import dtype_text
+from fx.names import dtype_text
 from fx.symbolic import MIN_DYNAMIC_SIZE, Sym, expression
 
 from .. import instructions as ins

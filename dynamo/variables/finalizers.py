@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fx.codegen_names import held_by
+from fx.names import held_by
 
 from ..guards import Guard
 from ..loops import UNBOUND

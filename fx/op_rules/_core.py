@@ -29,6 +29,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from fx.meta import ArrayMeta
+from fx.op_rules.numpy_signatures import TEXT_SIGNATURES
 from fx.symbolic import Sym, is_data_dependent, is_symbolic, sym_min
 
 Result = Union[ArrayMeta, tuple, None]
@@ -250,8 +251,6 @@ def signature(fn: Any) -> inspect.Signature:
 
 
 def _recorded_signature(fn: Any) -> inspect.Signature:
-    from .numpy_signatures import TEXT_SIGNATURES
-
     module = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__name__", "")
     keys = [f"{module}.{name}", f"numpy.{name}", f"numpy.linalg.{name}"]

@@ -19,7 +19,7 @@ from fx.op_rules._core import (
     Call, Result, RuleError, _has_symbols, given, normalize_axes, register, shape_of,
     specialize_call, symbolic,
 )
-from fx.symbolic import Sym, is_data_dependent, is_symbolic
+from fx.symbolic import Sym, hint, is_data_dependent, is_symbolic
 
 __all__ = ["VIEW_FUNCTIONS", "view_rule"]
 
@@ -128,7 +128,6 @@ def _symbolic_reshape(call: Call) -> Result:
             raise RuleError(f"ValueError: cannot reshape array of size {total} into shape {dims}")
         shape = dims
     # dtype and NumPy's validation of the other arguments, on a stand-in of the traced sizes
-    from fx.symbolic import hint
     traced = ArrayMeta(x.dtype, hint(x.shape), False)
     concrete_dims = tuple(hint(d) for d in shape)
     margs = (concrete_dims,) if call.method else call.method_args

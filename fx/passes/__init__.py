@@ -1,4 +1,5 @@
 """Graph passes, one per file: each takes an `fx.Graph` (or `GraphModule`) and rewrites or
-annotates it in place. ``dce`` removes dead pure nodes; the others (cse, constant folding, shape
-propagation, ...) live next to it. Import the pass you need: ``from fx.passes.dce import ...``.
+annotates it in place: cse, constant folding, ``ufunc.outer`` expansion, shape propagation.
+Import the pass you need: ``from fx.passes.cse import ...``. Dead code elimination is a method
+of the graph itself (`Graph.eliminate_dead_code`).
 """

@@ -6,7 +6,7 @@
   it without timing anything.
 * With ``threads > 1``, calibration also times the kernel on one thread when the call would run
   in parallel, and keeps one thread when that is not slower: a kernel never loses to its own
-  single-threaded run. Timings are injected (`_timed`), so the choice is deterministic.
+  single-threaded run. Timings are injected (`calibration.timed`), so the choice is deterministic.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import dynamo.backends.c as cbackend
-from dynamo.backends.c import cache
+from dynamo.backends.c import cache, calibration
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 
@@ -62,7 +62,7 @@ def inject(monkeypatch, timings):
         seen.append(candidate)
         return timings[candidate]
 
-    monkeypatch.setattr(cbackend, "_timed", fake)
+    monkeypatch.setattr(calibration, "timed", fake)
     return seen
 
 
@@ -116,7 +116,7 @@ def test_verdict_is_stored_next_to_the_kernel(monkeypatch, private_cache):
     assert list(stored.values()) == [{"use_kernel": True, "threads": 1, "kernel_s": 0.25,
                                       "numpy_s": 1.0}]
     # A second compile of the same graph in this process measures nothing either.
-    monkeypatch.setattr(cbackend, "_timed", lambda *a: pytest.fail("timed again"))
+    monkeypatch.setattr(calibration, "timed", lambda *a: pytest.fail("timed again"))
     gm2, f2 = compile_fn(6.5, threads=2, parallel_threshold=1, calibrate=True)
     (runner2,) = f2.runners.values()
     np.testing.assert_allclose(f2(*inputs()), gm2.forward(*inputs()), rtol=1e-13)
@@ -129,14 +129,14 @@ SCRIPT = textwrap.dedent("""
     t0 = time.perf_counter()
     import numpy as np
     import dynamo
-    import dynamo.backends.c as cbackend
+    from dynamo.backends.c import calibration
     from dynamo.backends.c import compile_graph
 
     def fresh_process_must_not_time(*args):
         raise AssertionError("calibration timed a kernel")
 
     if {reuse}:
-        cbackend._timed = fresh_process_must_not_time
+        calibration.timed = fresh_process_must_not_time
     compiled = []
 
     def backend(gm, example_inputs):

@@ -25,8 +25,8 @@ import warnings
 import numpy as np
 import pytest
 
-import dynamo.backends.c as cbackend
-from dynamo.backends.c.codegen_c import OPS
+from dynamo.backends.c import calibration
+from dynamo.backends.c.c_expressions import OPS
 from support.c_graphs import build, same_bits
 
 pytestmark = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
@@ -255,7 +255,7 @@ def test_every_call_returns_the_same_bits(monkeypatch, verdict, graph):
     # Calibration on the first call must not change what that call returns: calls 1..4 return
     # the same bits, those of the path the verdict chose (NumPy's, or the kernels').
     fn, x, by_kernels = _differs_from_numpy(graph)
-    monkeypatch.setattr(cbackend, "_calibrate", lambda *args, **kw: verdict)
+    monkeypatch.setattr(calibration, "calibrate", lambda *args, **kw: verdict)
     gm, f = build(fn, [x], calibrate=True, **DIFFERENT_BITS)
     runners = list(f.runners.values())
     assert len(runners) == (1 if graph == "one_kernel" else 2)

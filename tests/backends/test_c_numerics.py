@@ -153,7 +153,7 @@ def test_unary_ops(dtype):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 def test_transcendental_is_numpys_bits(dtype):
-    # Kernels call NumPy's own loops for these (codegen_c.NUMPY_LOOP): NumPy's bits.
+    # Kernels call NumPy's own loops for these (c_expressions.NUMPY_LOOP): NumPy's bits.
     a = sample(dtype, shape=(3, 50), seed=6)
     a[1] = np.linspace(-0.99, 0.99, 50)  # in range for arcsin/arctanh
     a[2] = np.linspace(1.0, 30.0, 50)  # arccosh / log

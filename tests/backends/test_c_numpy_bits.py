@@ -1,12 +1,12 @@
 """The C backend's kernels give NumPy's bits for every math function they lower.
 
-Every ufunc the C lowering knows (`codegen_c.OPS`, so a newly lowered function is tested
+Every ufunc the C lowering knows (`c_expressions.OPS`, so a newly lowered function is tested
 automatically) that has a float32/float64 loop runs as a kernel - forced: ``min_size=0``,
 no calibration, so NumPy's path is never chosen instead - over a dense sweep (strided over
 all bit patterns, so every exponent, subnormals, +-0, +-inf and NaNs; plus ordinary ranges and
 huge/tiny values), and must equal NumPy's result byte for byte, NaN payloads included.
 Transcendentals (exp, sin, ...) are NumPy's own inner loops called on blocks
-(`codegen_c.NUMPY_LOOP`); the rest are IEEE operations. Chains of math, constants as
+(`c_expressions.NUMPY_LOOP`); the rest are IEEE operations. Chains of math, constants as
 operands, strided inputs, rolled reads and a row kernel's epilogue take the staged code paths.
 """
 
@@ -17,7 +17,7 @@ import shutil
 import numpy as np
 import pytest
 
-from dynamo.backends.c.codegen_c import NUMPY_LOOP, OPS
+from dynamo.backends.c.c_expressions import NUMPY_LOOP, OPS
 from dynamo.backends.c.lowering import lower
 from support.c_graphs import build, same_bits
 

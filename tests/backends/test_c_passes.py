@@ -14,7 +14,6 @@ import pytest
 from fx import ArrayMeta, Graph, GraphModule, Proxy
 from fx.passes.constant_fold import fold_constants
 from fx.passes.cse import eliminate_common_subexpressions
-from fx.passes.dce import eliminate_dead_code
 from fx.passes.shape_prop import ShapePropError, propagate_shapes
 
 X = np.arange(12.0).reshape(3, 4)
@@ -106,7 +105,7 @@ def test_constant_folding_of_scalar_subexpressions():
     g.output(y)
     want = GraphModule(g).forward(X)
     assert fold_constants(g) == 2
-    eliminate_dead_code(g)
+    g.eliminate_dead_code()
     assert count(g) == 2
     got = GraphModule(g).forward(X)
     np.testing.assert_array_equal(got, want)

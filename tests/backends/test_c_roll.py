@@ -10,7 +10,7 @@ counter moved), and the result equals NumPy's bit for bit, with NumPy's dtype, s
 
 The lowering: `lowering._roll_plan` (a rolled Load, `loop_ir.roll_value`), the roll slots'
 shifts in the layout block (`kernel.PointwiseRunner._plan`), the wrapped reads in
-`codegen_c._rolled_pointwise_source`, and fusion's rule that a rolled value never enters a row
+`c_pointwise._rolled_pointwise_source`, and fusion's rule that a rolled value never enters a row
 kernel (`fusion.plan_fusion`).
 """
 

@@ -1,10 +1,11 @@
 """Performance-motivated code paths of the C backend, checked for correctness.
 
-* Row buffers (`codegen_c.row_buffers`): softmax-like kernels store the summed values in the
+* Row buffers (`c_reduction.row_buffers`): softmax-like kernels store the summed values in the
   epilogue output and read them back instead of recomputing ``exp``; results must still equal
   NumPy (pairwise sums in NumPy's order) for contiguous and strided rows, float32 and float64.
-* Calibration (`_calibrate`): best-of-N interleaved timings decide kernel vs NumPy; the extra
-  runs must not warn a second time (the first call warns once, from the chosen path).
+* Calibration (`calibration.calibrate`): best-of-N interleaved timings decide kernel vs
+  NumPy; the extra runs must not warn a second time (the first call warns once, from the
+  chosen path).
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def test_softmax_row_buffer_matches_numpy(dtype, view):
     x = {"contiguous": x, "strided rows": x[:, ::2], "odd width": x[:, :131]}[view]
     gm, f = build(softmax, [x])
     (runner,) = f.runners.values()
-    from dynamo.backends.c.codegen_c import kernel_source as src_of, row_buffers
+    from dynamo.backends.c.c_reduction import row_buffers
+    from dynamo.backends.c.codegen_c import kernel_source as src_of
 
     assert row_buffers(runner.kernel) == {1: 0}  # the sum's exp lives in the output row
     src = src_of(runner.kernel)
@@ -68,7 +70,7 @@ def test_no_row_buffer_when_epilogue_does_not_read_the_value():
 
     x = np.random.default_rng(5).standard_normal((9, 100))
     gm, f = build(layernorm, [x])
-    from dynamo.backends.c.codegen_c import row_buffers
+    from dynamo.backends.c.c_reduction import row_buffers
 
     (runner,) = f.runners.values()
     assert row_buffers(runner.kernel) == {}

@@ -3,7 +3,7 @@
 In: the suite's nbody kernel (an unrolled time loop whose 720 KB temporaries are rebuilt every
 step), compiled with the eager and the C backend. Out: pass/fail on the mechanism, not on a
 timing: in the generated code every large dead value is deleted right after the statement that
-allocates its successor of the same size, one at a time (`fx.codegen_names.paced_frees`), and
+allocates its successor of the same size, one at a time (`fx.python_code.paced_frees`), and
 the C backend does not fuse large values NumPy would hold one after the other into one
 multi-output kernel (`fusion.plan_fusion`, rule 3). Deleting several at once hands the top of
 glibc's heap back to the OS and every later step faults its pages in again: the last test counts

@@ -320,9 +320,9 @@ def test_register_and_list_backends():
         with pytest.raises(ValueError, match="already registered"):
             dynamo.register_backend("test_recording")(recording)
     finally:
-        from dynamo import backends
+        from dynamo.backends import registry
 
-        backends._BACKENDS.pop("test_recording", None)
+        registry._BACKENDS.pop("test_recording", None)
 
 
 def test_backend_error_falls_back_with_warning():

@@ -15,7 +15,6 @@ import pytest
 
 from fx import ArrayMeta, Graph
 from fx.node import may_raise_or_warn
-from fx.passes.dce import eliminate_dead_code
 
 
 def _graph(dtype, shape=(4,), scalar=False):
@@ -78,7 +77,7 @@ def test_dce_keeps_nodes_that_may_raise_and_drops_the_rest():
     view = g.call_method("reshape", (x, (2, 2)))
     view.meta["val"] = ArrayMeta(np.dtype(np.int64), (2, 2))
     g.output(x)
-    assert eliminate_dead_code(g) is True
+    assert g.eliminate_dead_code() is True
     assert [n.name for n in g.nodes] == ["x", "pow", "output"]
 
 

@@ -9,7 +9,6 @@ import pytest
 
 from fx import ArrayMeta, Graph, Proxy, register_impure
 from fx.graph import GraphError
-from fx.passes.dce import eliminate_dead_code
 
 
 def _simple():
@@ -190,7 +189,7 @@ def test_dce_removes_dead_pure_chains_and_keeps_impure_nodes():
     g.call_function(np.multiply, (x, 2), {"out": x})
     live = g.call_function(np.cos, (x,))
     g.output(live)
-    assert eliminate_dead_code(g) is True
+    assert g.eliminate_dead_code() is True
     assert [n.name for n in g.nodes] == ["x", "unused", "setitem", "iadd", "multiply", "cos",
                                          "output"]
     assert unused.op == "placeholder"

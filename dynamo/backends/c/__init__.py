@@ -18,12 +18,13 @@ is not compiled, nor one too small to pay for a program step (`small.prune`, bef
 its nodes run as NumPy calls (with no kernel at all the result *is* ``gm.forward``). Static
 kernels that run serially are called through one C call (`small.py`: ``_C.SmallKernel``), and
 a graph that is one kernel over its arguments *is* that call. With ``calibrate`` each kernel
-is timed against its own NumPy path on its first call and the faster one is kept (and, with ``threads > 1``, the faster of that many
-threads and one: `_calibrate`); the verdict is stored with the kernel in the disk cache, so a
-new process reuses it without timing. If there is no compiler or the build fails, the graph
-runs eagerly (``gm.forward``) with one `CBackendWarning`. While an ``np.errstate`` mode raises
-(or calls, prints, logs, reports underflow) no kernel runs and the compiled function runs
-``gm.forward``: the graph's statements in program order, so the first failing one raises.
+is timed against its own NumPy path on its first call and the faster one is kept (and, with
+``threads > 1``, the faster of that many threads and one: `calibration.calibrate`); the verdict
+is stored with the kernel in the disk cache, so a new process reuses it without timing. If
+there is no compiler or the build fails, the graph runs eagerly (``gm.forward``) with one
+`CBackendWarning`. While an ``np.errstate`` mode raises (or calls, prints, logs, reports
+underflow) no kernel runs and the compiled function runs ``gm.forward``: the graph's statements
+in program order, so the first failing one raises.
 The fusion report goes to ``gm.meta["fusion_report"]`` and the ``dynamo.kernels`` logger (INFO).
 
 Dynamic shapes: a graph whose metas hold symbolic sizes (`fx.symbolic.Sym`) is planned once over
@@ -44,24 +45,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
-import time
 from math import prod
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from fx.meta import ArrayMeta
+from fx.passes.constant_fold import fold_constants
+from fx.passes.cse import eliminate_common_subexpressions
+from fx.passes.expand_outer import expand_ufunc_outer
 from fx.symbolic import Fact, ShapeEnv, Sym, evaluate, hint, symbol_number
-from fx.weak import IdentityMap
 
 from ...diagnostics import diagnose
+from ...hidden_code import hide_code
 
 # The build layer (and the stdlib modules it needs: subprocess, pathlib, json, ...) is imported
 # with the backend, not inside the first compile: a disk-cache hit in a new process then costs
 # only the graph work plus a dlopen (measured: ~14 ms for a 30-op graph instead of ~35 ms).
 from . import build as _build_layer
-from .cache import read_verdicts, record_verdict
+from . import calibration
 from .codegen_c import cdef_for, module_source, numpy_loop_slots
 from .config import COptions, resolve_options
 from .fusion import FusionPlan, plan_fusion
@@ -70,6 +72,8 @@ from .loop_ir import Kernel, PointwiseKernel, walk
 from .numpy_loops import numpy_loop_table
 from .program import Program
 from .report import FusionReport, build_report
+from .small import attach as _attach_small
+from .small import prune as _prune_small
 
 __all__ = ["compile_graph", "make_backend", "COptions", "FusionReport", "CBackendWarning"]
 
@@ -86,95 +90,6 @@ def _can_raise_fp(k: Kernel) -> bool:
         return True
     return any(v.dtype.kind == "f" or getattr(v, "arg_dtype", None) is not None
                and v.arg_dtype.kind == "f" for v in walk(values))
-
-
-#: Calibration: at most this many timed rounds (NumPy path, then the kernel at each candidate
-#: thread count) after the first kernel call, and stop once this much time was spent (after at
-#: least `_MIN_ROUNDS`).
-_MAX_ROUNDS, _MIN_ROUNDS, _BUDGET_S = 5, 2, 0.05
-
-
-def _timed(candidate: Any, fn: Callable[..., Any], *args: Any) -> float:
-    """Seconds one run of ``fn(*args)`` took. ``candidate`` ("numpy" or a thread count) names
-    what runs: tests replace this function to inject timings."""
-    t0 = time.perf_counter()
-    fn(*args)
-    return time.perf_counter() - t0
-
-
-def _numpy_quiet(numpy_path: Callable[..., Any], args: tuple) -> None:
-    with np.errstate(all="ignore"):
-        numpy_path(*args)
-
-
-#: Calibration verdicts read from (and written next to) each library's disk-cache entry, per
-#: loaded `Library`: {verdict key: verdict dict}.
-_verdicts: "IdentityMap[Any, dict]" = IdentityMap()  # (weak keys, by identity: fx.weak)
-_verdicts_lock = threading.Lock()
-
-
-def _stored_verdicts(library: Any) -> dict | None:
-    entry = getattr(library, "entry_dir", None)
-    if entry is None:
-        return None
-    with _verdicts_lock:
-        found = _verdicts.get(library)
-        if found is None:
-            found = _verdicts[library] = read_verdicts(entry)
-        return found
-
-
-def _calibrate(runner: Any, args: tuple, numpy_path: Callable[..., Any],
-               shape: tuple[int, ...] | None = None) -> bool:
-    """Is the kernel at least as fast as its NumPy path, and with how many threads?
-
-    Sets ``runner.threads`` (the faster of ``threads`` and 1 when the call would run in
-    parallel: a kernel never loses to its own single-threaded run) and ``runner.calibration``
-    (best kernel seconds at that count, best NumPy seconds); returns whether the kernel runs.
-
-    A verdict stored with the library's disk-cache entry for this kernel, layout and thread
-    option (by an earlier process) is reused without timing. Otherwise the first kernel call
-    pays one-off costs (code pages of the fresh library, libmvec) and the machine may be
-    shared, so one timing of each is not a verdict: rounds of (NumPy, kernel per thread count)
-    alternate until `_MIN_ROUNDS` are done and `_BUDGET_S` is spent (or `_MAX_ROUNDS`), and
-    the minima are compared; the verdict is then stored. Every timed run's results are
-    discarded (the NumPy runs under errstate 'ignore'): the caller computes the result the user
-    sees with the chosen path, so it does not depend on whether this was the first call.
-    """
-    inputs = args[:len(runner.in_dtypes)]
-    key = runner.verdict_key(inputs, shape)
-    store = _stored_verdicts(getattr(runner, "library", None)) if key is not None else None
-    stored = store.get(key) if store is not None else None
-    if stored is not None and stored["threads"] in (1, runner.options.threads):
-        runner.threads = stored["threads"]
-        runner.calibration = (stored["kernel_s"], stored["numpy_s"])
-        runner.calibration_from = "disk cache"
-        return stored["use_kernel"]
-    candidates = [runner.options.threads]
-    if runner.options.threads > 1 and runner.parallel_for(shape):
-        candidates.append(1)
-    best = dict.fromkeys(candidates, float("inf"))
-    numpy_best, spent = float("inf"), 0.0
-    for rnd in range(_MAX_ROUNDS):
-        t = _timed("numpy", _numpy_quiet, numpy_path, args)
-        numpy_best, spent = min(numpy_best, t), spent + t
-        for threads in candidates:
-            t = _timed(threads, runner, inputs, shape, threads)
-            best[threads], spent = min(best[threads], t), spent + t
-        if rnd + 1 >= _MIN_ROUNDS and spent > _BUDGET_S:
-            break
-    threads = min(candidates, key=lambda n: (best[n], n))  # a tie goes to fewer threads
-    verdict = best[threads] <= numpy_best
-    runner.threads = threads
-    runner.calibration = (best[threads], numpy_best)
-    runner.thread_timings = best
-    runner.calibration_from = "measured"
-    if store is not None:
-        record = {"use_kernel": verdict, "threads": threads, "kernel_s": best[threads],
-                  "numpy_s": numpy_best}
-        store[key] = record
-        record_verdict(runner.library.entry_dir, key, record)
-    return verdict
 
 
 def _strided_vectors(inputs: Sequence[Any], domain: int) -> tuple[int, ...]:
@@ -205,7 +120,7 @@ def _kernel_step(k: Kernel, runner: Any, numpy_path: Callable[..., Any], calibra
     Runs the C kernel, or ``numpy_path`` (the generated NumPy statements of the kernel's
     members) when the kernel declines the inputs, is slower, or its domain is below
     ``min_size`` for this call (``shape`` None). With ``calibrate``, the first call chooses
-    (`_calibrate`, results discarded) and then computes its result with the chosen path,
+    (`calibration.calibrate`, results discarded) and then computes its result with the chosen path,
     exactly as every later call does: a result never depends on how often the function ran.
     The verdict is kept on the runner (``use_kernel``, ``threads``). Kernel outputs are
     discarded in favour of the NumPy path when the kernel raised a floating-point flag whose
@@ -244,8 +159,8 @@ def _kernel_step(k: Kernel, runner: Any, numpy_path: Callable[..., Any], calibra
         if verdict is None:
             first_threads = runner.threads
             # (timed on the operands the kernel reads: the copies, when it takes any)
-            runner.use_kernel = verdict = _calibrate(runner, inputs + args[n_in:], numpy_path,
-                                                     shape)
+            runner.use_kernel = verdict = calibration.calibrate(
+                runner, inputs + args[n_in:], numpy_path, shape)
             if not verdict:
                 return numpy_path(*args)
             if runner.threads != first_threads:  # computed as every later call computes it
@@ -293,14 +208,9 @@ def _build(kernels: list[Kernel], opts: COptions) -> tuple[Any, str]:
 
 
 def _run_passes(gm: Any) -> None:
-    from fx.passes.constant_fold import fold_constants
-    from fx.passes.cse import eliminate_common_subexpressions
-    from fx.passes.dce import eliminate_dead_code
-    from fx.passes.expand_outer import expand_ufunc_outer
-
     changed = expand_ufunc_outer(gm.graph)  # (a ufunc call fuses; its outer method does not)
     changed += fold_constants(gm.graph) + eliminate_common_subexpressions(gm.graph)
-    changed += eliminate_dead_code(gm.graph)
+    changed += gm.graph.eliminate_dead_code()
     if changed and hasattr(gm, "recompile"):
         gm.recompile()
 
@@ -434,7 +344,6 @@ def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
                 notes[k.name] = "a symbolic size of its domain is not an input's size"
     # Kernels too small to pay for a program step are dropped before gcc runs (small.prune), so
     # a graph of only such kernels costs no build.
-    from .small import prune as _prune_small
     _prune_small(gm, plan, worth, notes, opts)
     dyn_kernels = [k for k in dyn_kernels if k in worth]
     lib = None
@@ -469,7 +378,6 @@ def _compile(gm: Any, opts: COptions, dynamic: bool) -> Callable[..., Any]:
         runners[k.name].library = lib
     # Issue 11 (small.py): one-call runners for static kernels; a graph that is one kernel
     # over its arguments is returned as that single C call.
-    from .small import attach as _attach_small
     direct = _attach_small(gm, plan, runners, lib, opts, worth, notes, build_note)
     if direct is not None:
         return direct
@@ -528,15 +436,12 @@ def _shapes_function(dyn_kernels: list[Kernel], symbols: tuple[int, ...],
 
 def _hide_frames(functions: list[Callable[..., Any]]) -> None:
     """Keep the program's frames out of tracebacks through a compiled function, as the
-    generated graph code's are (`dynamo.eval_frame.hide_code`): the generated functions, and
-    once per process the backend functions a program call runs through."""
+    generated graph code's are (`dynamo.hidden_code`): the generated functions, and once per
+    process the backend functions a program call runs through."""
     global _runtime_hidden
-    try:
-        from dynamo.eval_frame import hide_code
-    except ImportError:  # pragma: no cover - the backend used without the hook
-        return
     if not _runtime_hidden:
-        runtime = [_kernel_step, _calibrate, _timed, _numpy_quiet]
+        runtime = [_kernel_step, calibration.calibrate, calibration.timed,
+                   calibration.numpy_quiet]
         for cls in (PointwiseRunner, ReductionRunner):
             runtime += [f for f in vars(cls).values() if callable(f)]
             runtime += [f for f in vars(cls.__mro__[1]).values() if callable(f)]

@@ -32,6 +32,7 @@ source, compiler as named, flags as given, CPU, versions) pointing to its full k
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import shlex
 import shutil
@@ -433,6 +434,4 @@ def _compile(
 
 
 def _sha256_text(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode()).hexdigest()

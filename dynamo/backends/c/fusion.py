@@ -16,7 +16,7 @@ Rules, in the order they apply:
    consumer's kernel (inside one kernel it is computed once). Otherwise it is a *root*. A node
    whose expression may raise a floating-point flag, read by a user that could let gcc skip
    computing it (a ``where`` branch, ``v > v``, ``x ** 0``: `_keeps_operand`), is inlined only
-   where the C keeps it alive (pointwise loops and epilogues: `codegen_c.forced_values`);
+   where the C keeps it alive (pointwise loops and epilogues: `c_flags.forced_values`);
    if it could reach a reduction's element function it is a root (stored): either way every
    element is computed, so its flags (NumPy's warnings) are never lost.
 3. Pointwise roots with the same domain shape and epoch share a kernel (several outputs) unless
@@ -41,9 +41,9 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from fx.codegen_names import PACE_MIN_BYTES, _heap_bytes
+from fx.python_code import PACE_MIN_BYTES, _heap_bytes
 
-from .codegen_c import ARITHMETIC, keeps, raises_fp
+from .c_flags import ARITHMETIC, keeps, raises_fp
 from .loop_ir import (
     Kernel,
     Load,
@@ -201,7 +201,7 @@ def _raises_fp(plan: Lowered) -> bool:
 
 def _keeps_operand(user: Lowered, n: Any, risky: set[Any]) -> bool:
     """Does ``user``'s C code compute its input ``n`` for every element, whatever gcc folds
-    (`codegen_c.keeps`)? Reductions do. Inside a kernel, structurally equal expressions are
+    (`c_flags.keeps`)? Reductions do. Inside a kernel, structurally equal expressions are
     one value (``1 / a > 1 / a`` is ``v > v``, which gcc folds to false), so a comparison or
     other non-arithmetic op reading ``n`` and another value that may raise FP flags (a node
     in ``risky``) counts as not keeping ``n`` either."""
@@ -323,7 +323,7 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
                                    "it for every shift)")
         elif users and bad is None and (dropper is None or not feeds_reduction[n]):
             # A value a user could let gcc skip is kept alive in a pointwise loop (the kernel
-            # ORs its bits into a flag sink, `codegen_c.forced_values`); a reduction's
+            # ORs its bits into a flag sink, `c_flags.forced_values`); a reduction's
             # element functions have no sink, so there it is stored instead.
             inlined.add(n)
         elif dropper is not None:

@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .codegen_c import NUMPY_LOOP
+from .c_expressions import NUMPY_LOOP
 from .config import COptions
 from .loop_ir import Load, Op, PointwiseKernel, ReductionKernel, RowRef, rolled_loads, walk
 

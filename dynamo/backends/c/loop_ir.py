@@ -70,7 +70,7 @@ class Const:
 
 @dataclass(frozen=True, eq=True, unsafe_hash=False)
 class Op:
-    """``name`` applied to ``args`` computing in ``dtype`` (see `codegen_c.OPS` for names).
+    """``name`` applied to ``args`` computing in ``dtype`` (see `c_expressions.OPS` for names).
 
     ``arg_dtype`` is the dtype the arguments were converted to (differs from ``dtype`` for
     comparisons and casts); ``param`` carries an op's static parameter (e.g. a power exponent).

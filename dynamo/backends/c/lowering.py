@@ -16,7 +16,7 @@ wherever NumPy uses pow for them: a NumPy scalar's ``**``, and on NumPy <= 2.2 `
 and integer bases, see `power_loop_special_cases`), integer arithmetic operators on NumPy
 scalars (scalar math warns on overflow), keyword arguments such as ``out=``/``dtype=``/
 ``where=``, empty max/min/mean, and math functions the kernel computes with NumPy's own loop
-(`codegen_c.NUMPY_LOOP`) when that loop cannot be used from C (`numpy_loops.numpy_loop`).
+(`c_expressions.NUMPY_LOOP`) when that loop cannot be used from C (`numpy_loops.numpy_loop`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .codegen_c import FLOAT_MATH, NUMPY_LOOP, OPS
+from fx.meta import ArrayMeta
+
+from .c_expressions import FLOAT_MATH, NUMPY_LOOP, OPS
 from .loop_ir import SUPPORTED_DTYPES, Const, Load, Op, Value, roll_value
 from .numpy_loops import numpy_loop
 
@@ -80,8 +82,6 @@ class _Refuse(Exception):
 
 
 def _meta(x: Any) -> Any:
-    from fx.meta import ArrayMeta
-
     val = getattr(x, "meta", {}).get("val") if hasattr(x, "meta") else None
     return val if isinstance(val, ArrayMeta) else None
 

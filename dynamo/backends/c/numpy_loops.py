@@ -1,6 +1,6 @@
 """NumPy's own inner loops, as C function pointers a kernel calls for the math NumPy computes.
 
-In: a ufunc name and a float dtype (an Op that `codegen_c.NUMPY_LOOP` lists). Out: the loop
+In: a ufunc name and a float dtype (an Op that `c_expressions.NUMPY_LOOP` lists). Out: the loop
 NumPy itself runs for that dtype - ``functions[i]`` and ``data[i]`` of the ufunc's C object
 (``PyUFuncObject`` in numpy/_core/include/numpy/ufuncobject.h), which NumPy fills at import
 with its best CPU-dispatched SIMD loop - and the table a kernel library is given once after

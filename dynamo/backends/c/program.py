@@ -8,7 +8,7 @@ kernel (``numpy_paths``) and the program function (``fn``). Called by `_compile`
 ``dynamo/backends/c/__init__.py``, which makes each kernel's *step* (`Program.bind`: the
 callable the program calls for that kernel, choosing between C and the NumPy path).
 
-The text is printed like ``gm.code`` (`fx.codegen_names`): NumPy nodes are plain statements,
+The text is printed like ``gm.code`` (`fx.python_code`): NumPy nodes are plain statements,
 values used once on the same source line are nested as the user wrote them (keeps NumPy's
 in-place reuse of unnamed temporaries), each kernel is one statement calling its step, and every
 value is deleted right after its last use, so a long graph keeps no more arrays alive than the
@@ -42,7 +42,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from fx.codegen_names import _is_setitem, _stack_comment, _Writer, paced_frees
+from fx.python_code import _is_setitem, _stack_comment, _Writer, paced_frees
 from fx.graph_module import register_generated
 from fx.locations import relocate
 from fx.weak import on_death

@@ -24,7 +24,7 @@ while a mode raises (or calls, prints, logs) no kernel runs. The whole-graph cal
 mask in C (cached per errstate context-variable object) and runs ``gm.forward`` instead.
 
 Calibration (``calibrate=True``): on its first call the whole-graph call times its kernel
-against ``gm.forward`` with the package's ``_calibrate`` (its disk-cached verdicts included;
+against ``gm.forward`` with `calibration.calibrate` (its disk-cached verdicts included;
 `_WholeGraph.decide`) and keeps the faster one, shown on its runner (``use_kernel``); the
 result of that first call is computed afterwards with the chosen path, as `compile_graph` does
 for kernels. A `SmallRunner` inside a larger program is calibrated by the program itself
@@ -45,15 +45,19 @@ from __future__ import annotations
 
 import logging
 import operator
-import time
 import weakref
 from math import prod
 from typing import Any
 
 import numpy as np
 
+from fx.meta import ArrayMeta
 from fx.node import Node
+from fx.symbolic import hint
 
+from ... import _C
+from ...hidden_code import hide_backend_package
+from . import calibration
 from . import kernel as _kernel
 from .config import COptions
 from .loop_ir import Kernel, PointwiseKernel, ReductionKernel
@@ -64,8 +68,6 @@ __all__ = ["NOGIL_SIZE", "DynamicGate", "SmallRunner", "attach", "pays_in_progra
 #: Domains from this many elements release the GIL during the kernel (as cffi always does);
 #: below it, releasing and taking it back costs more than the kernel.
 NOGIL_SIZE = 16384
-#: Calibration: rounds of (NumPy batch, kernel batch), and the time one batch aims at.
-_ROUNDS, _BATCH_S = 5, 20e-6
 #: Layouts remembered as not registrable (per kernel) before that memory starts over.
 _MAX_REFUSED = 64
 #: Inputs and outputs a `SmallKernel` takes at most (``SK_MAX_OPS`` in csrc/small_call.c).
@@ -135,8 +137,6 @@ def _mask_fn(base: Any) -> Any:
 
 
 def _small_kernel(base: Any, library: Any, opts: COptions, **whole_graph: Any) -> Any:
-    from dynamo import _C
-
     k = base.kernel
     shapes, dtypes, scalar = _out_specs(k)
     return _C.SmallKernel(
@@ -284,13 +284,6 @@ class DynamicGate(_Wrapped):
         return self.base(inputs, shape, threads)
 
 
-def _batch_s(fn: Any, args: tuple, reps: int) -> float:
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn(*args)
-    return (time.perf_counter() - t0) / reps
-
-
 class _WholeGraph:
     """The Python side of a whole-graph `SmallKernel`: the miss path and calibration."""
 
@@ -329,8 +322,8 @@ class _WholeGraph:
 
     def decide(self, sk: Any, args: tuple) -> Any:
         """First call: time the kernel against NumPy (results discarded), keep the faster,
-        then compute this call's result with it. The package's calibration
-        (``_calibrate``: its disk-cached verdicts and thread choice) decides when it exists."""
+        then compute this call's result with it (`calibration.calibrate`: its disk-cached
+        verdicts and thread choice)."""
         layouts = self.layouts
         assert layouts is not None
         sources = self._sources(args)
@@ -339,29 +332,11 @@ class _WholeGraph:
         ops = layouts.operands(sources)
         if self.runner(ops) is None:  # first run (as the program's steps do): warms the kernel
             return self.slow(sk, args)
-        import dynamo.backends.c as package
-
-        calibrate = getattr(package, "_calibrate", None)
-        if calibrate is not None:
-            verdict = calibrate(self.runner, tuple(ops), lambda *_: self.forward(*args), None)
-        else:  # pragma: no cover - the package without its calibration
-            verdict = self._measure(sk, ops, args)
+        verdict = calibration.calibrate(self.runner, tuple(ops),
+                                        lambda *_: self.forward(*args), None)
         self.runner.use_kernel = bool(verdict)
         sk.state = 0 if verdict else 2
         return sk(*args)
-
-    def _measure(self, sk: Any, ops: list, args: tuple) -> bool:
-        """Batches of calls (1 us calls measured above the timer's noise), best of rounds."""
-        run = self.runner
-        one = min(_batch_s(run, (ops,), 1), _batch_s(self.forward, args, 1))
-        reps = max(1, min(1000, int(_BATCH_S / max(one, 1e-7))))
-        kernel_best = numpy_best = float("inf")
-        for _ in range(_ROUNDS):
-            with np.errstate(all="ignore"):
-                numpy_best = min(numpy_best, _batch_s(self.forward, args, reps))
-            kernel_best = min(kernel_best, _batch_s(run, (ops,), reps))
-        self.runner.calibration = (kernel_best, numpy_best)
-        return kernel_best <= numpy_best
 
 
 def _basic_index(idx: Any) -> bool:
@@ -379,8 +354,6 @@ def _basic_index(idx: Any) -> bool:
 
 
 def _static_array(node: Any) -> bool:
-    from fx.meta import ArrayMeta
-
     meta = node.meta.get("val")
     return (isinstance(meta, ArrayMeta) and not meta.is_scalar
             and all(type(d) is int for d in meta.shape))
@@ -514,8 +487,6 @@ def hint_size(d: Any) -> int:
     """A size at trace time (an int, or a symbol's hint), without recording a guard fact."""
     if type(d) is int:
         return d
-    from fx.symbolic import hint
-
     return int(hint(d))
 
 
@@ -553,9 +524,6 @@ def attach(gm: Any, plan: Any, runners: dict[str, Any], library: Any, opts: COpt
         gm.meta["fusion_report"] = report
         logging.getLogger("dynamo.kernels").info("%s", report)
         direct.fusion_report, direct.runners = report, runners
-        try:  # keep this package's frames (slow / decide) out of tracebacks, as the program's
-            from dynamo.eval_frame import _hide_callable
-        except ImportError:  # pragma: no cover - the backend used without the hook
-            return direct
-        _hide_callable(attach)
+        # (this package's frames, slow / decide, out of tracebacks, as the program's)
+        hide_backend_package(__name__)
     return direct

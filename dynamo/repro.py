@@ -40,6 +40,7 @@ from fx.passes.shape_prop import propagate_shapes
 from fx.serialize import Ref, graph_from_data, graph_to_data
 
 from . import config
+from .backends import backend_spec, lookup_backend
 from .diagnostics import diagnose
 
 __all__ = ["AccuracyWarning", "checked", "write_repro", "load_repro", "run_repro", "minify",
@@ -183,7 +184,6 @@ def write_repro(records: list, attrs: dict, inputs: tuple, backend: Any, problem
         while directory.exists():
             directory = root / f"{stem}_{next(_serial)}"
     directory.mkdir(parents=True, exist_ok=True)
-    from .backends import backend_spec
 
     spec = backend_spec(backend)
     (directory / "graph.pkl").write_bytes(pickle.dumps({"nodes": records, "attrs": attrs}))
@@ -226,7 +226,6 @@ def _module(records: list, attrs: dict, inputs: tuple) -> GraphModule:
 
 def _check(records: list, attrs: dict, inputs: tuple, backend: Any) -> str | None:
     """Compile the graph with the backend and compare one call with the eager graph."""
-    from .backends import lookup_backend
 
     eager_args, args = _copies(inputs), _copies(inputs)
     with warnings.catch_warnings():

@@ -15,7 +15,6 @@ keep alive (`kept_alive`), so lifetimes and ``f_locals`` stay as in plain Python
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 
 from bytecode import Instr
 
@@ -32,8 +31,6 @@ from .variables.functions import NestedFunctionVariable
 from .variables.lazy import LazyVariable, realize
 from .variables.operators import NAMED_BINARY_OPS
 
-if TYPE_CHECKING:
-    from .symbolic_convert import InstructionTranslator
 
 __all__ = ["break_kind", "break_exit", "kept_alive", "region_at", "BREAKABLE"]
 
@@ -57,7 +54,7 @@ BREAKABLE = frozenset({
 CONDITIONAL_JUMPS = frozenset({"POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"})
 
 
-def break_kind(tx: "InstructionTranslator", index: int, exc: Unsupported) -> str | None:
+def break_kind(tx, index: int, exc: Unsupported) -> str | None:
     """How the trace may end at instruction `index`, which raised `exc`:
 
     * ``"at"``: run that instruction in plain Python between the graph and a resume function
@@ -90,7 +87,7 @@ def break_kind(tx: "InstructionTranslator", index: int, exc: Unsupported) -> str
         return "before"
     return None
 
-def kept_alive(tx: "InstructionTranslator", untouched: frozenset[str]) -> frozenset[str]:
+def kept_alive(tx, untouched: frozenset[str]) -> frozenset[str]:
     """Locals the rest of the frame never reads that are passed on anyway, because passing
     them costs nothing (no graph output, no guard: the resume function never looks at
     them): as in plain Python, they stay alive (and in ``f_locals``) until the function
@@ -110,14 +107,14 @@ def kept_alive(tx: "InstructionTranslator", untouched: frozenset[str]) -> frozen
             kept.add(name)
     return frozenset(kept)
 
-def region_at(tx: "InstructionTranslator", index: int):
+def region_at(tx, index: int):
     """The `bytecode_analysis.Region` of a ``try``/``with`` statement starting at `index`
     with the current stack and locals, or None."""
     if tx.kw_names or any(isinstance(vt, NullVariable) for vt in tx.stack):
         return None
     return tx.info.region(index, len(tx.stack), region_bound(tx, index))
 
-def region_bound(tx: "InstructionTranslator", index: int) -> frozenset[str]:
+def region_bound(tx, index: int) -> frozenset[str]:
     """The locals the transformed code has bound when a try/with statement starts (the
     ones it stores before it, see graph_break_exit, and the untouched arguments)."""
     untouched = frozenset(name for name in tx.argnames
@@ -128,7 +125,7 @@ def region_bound(tx: "InstructionTranslator", index: int) -> frozenset[str]:
     cells = set(tx.code.co_cellvars) | set(tx.code.co_freevars)
     return frozenset(name for name in present if name not in cells)
 
-def never_swallows(tx: "InstructionTranslator", index: int) -> bool:
+def never_swallows(tx, index: int) -> bool:
     """Is the statement at `index` a ``with`` whose context manager's ``__exit__`` never
     returns true (never swallows an exception)? Known for ``np.errstate`` and
     ``warnings.catch_warnings`` made in the frame, and for an object of a Python class
@@ -138,7 +135,7 @@ def never_swallows(tx: "InstructionTranslator", index: int) -> bool:
     tx.stack[-1] = realize(tx.stack[-1])  # (what it is: guarded, as the answer needs)
     return exit_never_swallows(tx.stack[-1], tx)
 
-def break_exit(tx: "InstructionTranslator") -> BreakExit:
+def break_exit(tx) -> BreakExit:
     """How the frame continues when the trace stops before instruction `tx.ip`."""
     index, kind = tx.break_at
     inst = tx.instructions[index]
@@ -203,7 +200,7 @@ def break_exit(tx: "InstructionTranslator") -> BreakExit:
                      run=run, locals=dict(tx.locals), continuations=continuations,
                      untouched_args=untouched)
 
-def _drop_exit(tx: "InstructionTranslator", index: int, inst: Instr) -> BreakExit:
+def _drop_exit(tx, index: int, inst: Instr) -> BreakExit:
     """The graph ends at a ``del x`` (or a store into `x`) that may free an object whose
     death runs code (`check_drop`): the transformed code lets go of the old value right
     there (it is not passed on, and an argument slot holding it is cleared), then the resume
@@ -223,7 +220,7 @@ def _drop_exit(tx: "InstructionTranslator", index: int, inst: Instr) -> BreakExi
                      continuations=[(target, 0, tuple(sorted(live)))],
                      untouched_args=untouched)
 
-def bool_then_jump(tx: "InstructionTranslator", index: int) -> bool:
+def bool_then_jump(tx, index: int) -> bool:
     """A TO_BOOL followed by the conditional jump that reads its result (3.13)."""
     return (tx.instructions[index].name == "TO_BOOL" and index + 1 < len(tx.instructions)
             and tx.instructions[index + 1].name in CONDITIONAL_JUMPS)

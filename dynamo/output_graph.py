@@ -16,7 +16,7 @@ import time
 import tokenize
 from dataclasses import dataclass, field
 from math import prod
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -40,8 +40,6 @@ from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedS
 from .variables.containers import DictVariable, TupleVariable, _Sequence
 from .variables.ndarray import NDArrayVariable
 
-if TYPE_CHECKING:
-    from .symbolic_convert import InstructionTranslator
 
 __all__ = ["OutputGraph", "GraphResult"]
 
@@ -223,7 +221,7 @@ class OutputGraph:
                            for v in (value.start, value.stop, value.step)))
         return value
 
-    def _record(self, tx: "InstructionTranslator", op: str, target: Any, args: list, kwargs: dict,
+    def _record(self, tx, op: str, target: Any, args: list, kwargs: dict,
                 infer: Callable[[], Any]) -> VariableTracker:
         cast = _complex_warning(op, target, [self.to_arg(a, True) for a in args],
                                 {k: self.to_arg(v, True) for k, v in kwargs.items()})

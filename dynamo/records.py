@@ -12,10 +12,7 @@ from __future__ import annotations
 import threading
 import types
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .compile_frame import CompiledFrame
+from typing import Any
 
 __all__ = ["CompileRecord", "records", "NOTHING_TO_COMPILE"]
 
@@ -28,7 +25,7 @@ class CompileRecord:
     """One compile event, kept for `explain()` and the debug view."""
 
     code: types.CodeType
-    compiled: CompiledFrame | None = None
+    compiled: Any = None               # the `compile_frame.CompiledFrame`, when it compiled
     reason: str | None = None          # why the frame was not captured (a graph break)
     recompile_reason: str | None = None
     seconds: float = 0.0

@@ -26,7 +26,6 @@ from bytecode import FreeVar
 from . import instructions as ins
 
 if TYPE_CHECKING:
-    from .codegen import Codegen
     from .variables.base import VariableTracker
 
 __all__ = ["SideEffects"]
@@ -75,7 +74,7 @@ class SideEffects:
     def __bool__(self) -> bool:
         return bool(self.attrs or self.globals or self.cells or self.lists)
 
-    def codegen(self, gen: "Codegen") -> None:
+    def codegen(self, gen) -> None:
         """Apply every recorded change (net stack effect: none)."""
         self.load(gen)
         self.store(gen)
@@ -90,7 +89,7 @@ class SideEffects:
         out += [("list", lst) for lst in self.lists.values()]
         return out
 
-    def load(self, gen: "Codegen") -> int:
+    def load(self, gen) -> int:
         """Push the new value of everything that changed (lists: the new item list) and the
         object it changes (attributes, lists), the last change's deepest, so `store` pops them
         in replay order; returns how many values were pushed. Loading them all before storing
@@ -121,7 +120,7 @@ class SideEffects:
                 pushed += 1
         return pushed
 
-    def store(self, gen: "Codegen") -> None:
+    def store(self, gen) -> None:
         """With what `load` pushed on the stack: make the changes, in replay order."""
         for store in self._changes():
             kind = store[0]

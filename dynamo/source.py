@@ -10,14 +10,11 @@ through them (`reconstruct`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from bytecode import CellVar, FreeVar
 
 from . import instructions as ins
 
-if TYPE_CHECKING:
-    from .codegen import Codegen
 
 __all__ = ["Source", "LocalSource", "GlobalSource", "ClosureSource", "PassedCellSource", "GetItemSource",
            "AttrSource"]
@@ -29,7 +26,7 @@ class Source:
     def guard_expr(self) -> str:
         raise NotImplementedError
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         raise NotImplementedError
 
     def name(self) -> str:
@@ -58,7 +55,7 @@ class LocalSource(Source):
     def guard_expr(self) -> str:
         return guard_parameter(self.local_name)
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         if self.is_cell:
             codegen.extend(ins.load_deref(CellVar(self.local_name)))
         else:
@@ -75,7 +72,7 @@ class GlobalSource(Source):
     def guard_expr(self) -> str:
         return f"___globals[{self.global_name!r}]"
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         codegen.extend(ins.load_global(self.global_name))
 
     def name(self) -> str:
@@ -92,7 +89,7 @@ class ClosureSource(Source):
     def guard_expr(self) -> str:
         return f"___closure[{self.index}].cell_contents"
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         codegen.extend(ins.load_deref(FreeVar(self.var_name)))
 
     def name(self) -> str:
@@ -116,7 +113,6 @@ class PassedCellSource(Source):
         return f"L[{self.local_name!r}].cell_contents"
 
 
-
 @dataclass(frozen=True)
 class ClosureCellSource(Source):
     """The cell object itself of free variable number `index` (not its contents)."""
@@ -127,7 +123,7 @@ class ClosureCellSource(Source):
     def guard_expr(self) -> str:
         return f"___closure[{self.index}]"
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         codegen.extend(ins.load_closure(FreeVar(self.var_name)))
 
     def name(self) -> str:
@@ -142,7 +138,7 @@ class GetItemSource(Source):
     def guard_expr(self) -> str:
         return f"{self.base.guard_expr()}[{self.index!r}]"
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         self.base.reconstruct(codegen)
         codegen.extend(ins.load_const(self.index) + ins.binary_subscr())
 
@@ -158,7 +154,7 @@ class AttrSource(Source):
     def guard_expr(self) -> str:
         return f"{self.base.guard_expr()}.{self.attr}"
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         self.base.reconstruct(codegen)
         codegen.extend(ins.load_attr(self.attr))
 
@@ -175,7 +171,7 @@ class TypeSource(Source):
     def guard_expr(self) -> str:
         return f"___type({self.base.guard_expr()})"
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         raise TypeError("the type of a value is only guarded, never rebuilt")
 
     def name(self) -> str:
@@ -192,7 +188,7 @@ class SizeFactSource(Source):
     def guard_expr(self) -> str:
         return self.text
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         raise TypeError("a size fact is not a value")
 
     def name(self) -> str:

@@ -29,16 +29,13 @@ from __future__ import annotations
 import operator
 import weakref
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from .names import qualified_name
 from .op_rules import written_operands
 from .weak import IdentityMap
-
-if TYPE_CHECKING:
-    from .graph import Graph
 
 __all__ = ["Node", "map_arg", "map_aggregate", "register_impure", "may_raise_or_warn", "OPS"]
 
@@ -254,7 +251,7 @@ class Node:
 
     def __init__(
         self,
-        graph: Graph,
+        graph: Any,  # (the `Graph` that owns it: graph.py builds on nodes, not the reverse)
         name: str,
         op: str,
         target: Any,
@@ -344,7 +341,7 @@ class Node:
     # -- position in the graph -------------------------------------------------------------------
 
     @property
-    def graph(self) -> Graph | None:
+    def graph(self) -> Any:
         """The graph this node belongs to (None once that graph was freed)."""
         return self._graph_ref()
 

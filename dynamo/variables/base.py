@@ -18,15 +18,12 @@ import contextlib
 import threading
 from collections.abc import Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import instructions as ins
 from ..exc import Unsupported
 from ..source import Source
 
-if TYPE_CHECKING:
-    from ..codegen import Codegen
-    from ..symbolic_convert import InstructionTranslator
 
 __all__ = ["VariableTracker", "NullVariable", "compile_models"]
 
@@ -110,14 +107,14 @@ class VariableTracker:
         raise Unsupported(f"the type of {self.describe()} is not known")
 
     def call_function(
-        self, tx: "InstructionTranslator", args: list["VariableTracker"], kwargs: dict[str, "VariableTracker"]
+        self, tx, args: list["VariableTracker"], kwargs: dict[str, "VariableTracker"]
     ) -> "VariableTracker":
         raise Unsupported(f"calling {self.describe()} is not supported")
 
-    def var_getattr(self, tx: "InstructionTranslator", name: str) -> "VariableTracker":
+    def var_getattr(self, tx, name: str) -> "VariableTracker":
         raise Unsupported(f"attribute {name!r} of {self.describe()} is not supported")
 
-    def unpack(self, tx: "InstructionTranslator") -> list["VariableTracker"]:
+    def unpack(self, tx) -> list["VariableTracker"]:
         """The items, for unpacking and iteration."""
         raise Unsupported(f"iterating over {self.describe()} is not supported")
 
@@ -131,7 +128,7 @@ class VariableTracker:
             f"the truth value of {self.describe()} depends on data (data-dependent control flow)"
         )
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         """Emit bytecode that recreates this value in the output code: from its source, or as a
         constant of the code when it stands for one fixed object that cannot be mutated through
         it (a NumPy function, a module, a type)."""

@@ -11,7 +11,7 @@ import inspect
 import threading
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +36,6 @@ from .constant import ConstantVariable, SymIntVariable
 from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .opaque import OpaqueObjectVariable
 
-if TYPE_CHECKING:
-    from ..symbolic_convert import InstructionTranslator
 
 __all__ = ["VariableBuilder", "wrap_constant", "CONSTANT_TYPES"]
 
@@ -141,7 +139,7 @@ def _argument_or_item(source: Any) -> bool:
 
 
 class VariableBuilder:
-    def __init__(self, tx: "InstructionTranslator", source: Source) -> None:
+    def __init__(self, tx, source: Source) -> None:
         self.tx = tx
         self.source = source
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import operator
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +20,6 @@ from ..exc import Unsupported, UserCodeError
 from ..guards import Guard
 from .base import VariableTracker, made_while_tracing, note_made
 
-if TYPE_CHECKING:
-    from ..codegen import Codegen
 
 __all__ = ["ConstantVariable", "run_user_op", "user_error"]
 
@@ -114,7 +112,7 @@ class ConstantVariable(VariableTracker):
             return ConstantVariable(attr)
         return super().var_getattr(tx, name)
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         if self.source is not None:
             self.source.reconstruct(codegen)
             return

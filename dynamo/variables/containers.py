@@ -12,15 +12,13 @@ import contextlib
 import operator
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import instructions as ins
 from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, run_user_op, user_error
 
-if TYPE_CHECKING:
-    from ..codegen import Codegen
 
 __all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable", "DictViewVariable",
            "CheckedIteratorVariable", "ListMethodVariable", "DictMethodVariable", "iterate"]
@@ -79,7 +77,7 @@ class _Sequence(VariableTracker):
         picked = run_user_op(operator.getitem, self.items, key)
         return type(self)(picked) if isinstance(key, slice) else picked
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
@@ -103,7 +101,7 @@ class TupleVariable(_Sequence):
             return self.literal
         return super().as_python_constant()
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         if self.source is None and self.literal is not None:
             codegen.extend(ins.load_const(self.literal))
             return
@@ -137,7 +135,6 @@ class ListVariable(_Sequence):
         if name in LIST_ARITY:
             return ListMethodVariable(self, name)
         return super().var_getattr(tx, name)
-
 
 
 class DictVariable(VariableTracker):
@@ -208,7 +205,7 @@ class DictVariable(VariableTracker):
             return DictMethodVariable(self, name)
         return super().var_getattr(tx, name)
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         if self.source is not None:
             self.source.reconstruct(codegen)
             return
@@ -270,7 +267,7 @@ class IteratorVariable(VariableTracker):
     #: the list tracker this iterates (``iter(lst)``: its very items), or None
     container = None
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         # An iterator over the items not consumed yet (the translator made it from a sequence it
         # knows; no one else holds it, e.g. the one a comprehension is about to consume), of
         # the type Python made: ``reversed(list)``, ``iter(range(...))``.
@@ -338,7 +335,7 @@ class DictViewVariable(VariableTracker):
     def unpack(self, tx) -> list[VariableTracker]:
         return [self.make(key) for key in self.d.items]
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         codegen.extend(ins.null_before())
         codegen.reconstruct(self.d)
         codegen.extend(ins.load_attr(self.kind) + ins.null_after() + ins.call_sequence(0))
@@ -392,7 +389,7 @@ def _list_reverse_iterator_at(lst: list, index: int):
     return it
 
 
-def _positioned(codegen: "Codegen", make, lst: VariableTracker, index: int) -> None:
+def _positioned(codegen, make, lst: VariableTracker, index: int) -> None:
     codegen.extend(ins.with_null(ins.load_const(make)))
     codegen.reconstruct(lst)
     codegen.extend(ins.load_const(index) + ins.call(2))
@@ -422,7 +419,7 @@ class ListReverseIteratorVariable(IteratorVariable):
             out.append(item)
         return out
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         _positioned(codegen, _list_reverse_iterator_at, self.lst, self.position)
 
 

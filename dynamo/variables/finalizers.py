@@ -172,10 +172,9 @@ def object_may_run_code(obj: Any) -> bool:
     return False
 
 
-
 def judge_iteration_value(tx, vt: LazyVariable) -> bool:
-    """(`InstructionTranslator.check_drop` in a loop body function or its continuations) Whether dropping `vt`,
-    an argument, may run code, decided so that it holds for every call: these
+    """(`InstructionTranslator.check_drop` in a loop body function or its continuations)
+    Whether dropping `vt`, an argument, may run code, decided so that it holds for every call: these
     frames get other values on every iteration (the driver hands the locals the body
     rebinds over, `loops.LoopPlan.handed_over`), and a look at this call's value would
     decide for all of them. So the value's type is guarded where it settles the question

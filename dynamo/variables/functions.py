@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 import types
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 from bytecode import CellVar, FreeVar
 
@@ -38,8 +38,6 @@ from .callables import BuiltinVariable
 from .constant import user_error
 from .containers import DictVariable, IteratorVariable, TupleVariable
 
-if TYPE_CHECKING:
-    from ..symbolic_convert import InstructionTranslator
 
 __all__ = ["FunctionSpec", "Home", "spec_for_function", "bind_arguments", "MAX_INLINE_DEPTH",
            "NEVER_INLINED", "NestedFunctionVariable", "ComprehensionVariable", "CellVariable",
@@ -80,7 +78,7 @@ class FunctionSpec:
     home: Home = Home(None, None, None)
 
 
-def spec_for_function(tx: "InstructionTranslator", fn: types.FunctionType,
+def spec_for_function(tx, fn: types.FunctionType,
                       source: Source | None) -> FunctionSpec:
     """A `FunctionSpec` for a real function object. `source` (where the function was read from)
     lets its defaults, closure contents and foreign globals be guarded; without it, only what
@@ -244,7 +242,7 @@ class HeldValue(VariableTracker):
 class CellVariable(VariableTracker):
     """A cell of the translating frame, captured by a comprehension (LOAD_CLOSURE)."""
 
-    def __init__(self, tx: "InstructionTranslator", name: str) -> None:
+    def __init__(self, tx, name: str) -> None:
         self.tx = tx
         self.name = name
 
@@ -257,7 +255,7 @@ class ComprehensionVariable(VariableTracker):
 
     Calling it inlines its bytecode into the calling frame's graph (`InstructionTranslator.inline_translator`)."""
 
-    def __init__(self, tx: "InstructionTranslator", code: types.CodeType,
+    def __init__(self, tx, code: types.CodeType,
                  cells: list[VariableTracker]) -> None:
         self.home = tx.home()  # (the module of the code that made it)
         self.code = code
@@ -282,7 +280,6 @@ class ComprehensionVariable(VariableTracker):
         return inner.return_value
 
 
-
 class NestedFunctionVariable(VariableTracker):
     """A function made by ``def`` or ``lambda`` in the traced code (MAKE_FUNCTION): calling it
     inlines it; after a graph break it is made again from its code, defaults and cells, once
@@ -290,7 +287,7 @@ class NestedFunctionVariable(VariableTracker):
 
     has_identity = True
 
-    def __init__(self, tx: "InstructionTranslator", code: types.CodeType, defaults, kwdefaults,
+    def __init__(self, tx, code: types.CodeType, defaults, kwdefaults,
                  annotations, cells: list[VariableTracker]) -> None:
         self.tx = tx
         self.home = tx.home()  # (the module of the code that made it: its ``__globals__``)
@@ -392,7 +389,7 @@ class EscapedCellVariable(VariableTracker):
 
     has_identity = True  # (one cell, shared by every function that closes over it)
 
-    def __init__(self, tx: "InstructionTranslator", name: str) -> None:
+    def __init__(self, tx, name: str) -> None:
         self.tx = tx
         self.name = name
         self.source = None
@@ -434,7 +431,7 @@ class GeneratorVariable(IteratorVariable):
     has_identity = True  # (rebuilt once: every use at a break gets the same generator)
 
     def __init__(self, function: "ComprehensionVariable", iterable: VariableTracker,
-                 inner: "InstructionTranslator") -> None:
+                 inner) -> None:
         super().__init__(inner.yielded, kind=types.GeneratorType)
         self.function = function
         self.iterable = iterable

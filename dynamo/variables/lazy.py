@@ -12,14 +12,11 @@ to a resume function) is rebuilt from its Source and gets no guard, so a resume 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..source import Source
 from .builder import VariableBuilder
 
-if TYPE_CHECKING:
-    from ..codegen import Codegen
-    from ..symbolic_convert import InstructionTranslator
 
 __all__ = ["LazyVariable", "realize"]
 
@@ -27,7 +24,7 @@ __all__ = ["LazyVariable", "realize"]
 class LazyVariable:
     """Stands for ``VariableBuilder(tx, source)(value)`` until something needs the real tracker."""
 
-    def __init__(self, tx: "InstructionTranslator", source: Source, value: Any) -> None:
+    def __init__(self, tx, source: Source, value: Any) -> None:
         # Weak: the translator keeps its locals (this object) and must not be kept in a cycle
         # (a dead translator would pin the frame's code until the next garbage collection).
         self.tx = weakref.ref(tx)
@@ -40,7 +37,7 @@ class LazyVariable:
             self._vt = VariableBuilder(self.tx(), self.source)(self.value)
         return self._vt
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         if self._vt is not None:
             codegen.reconstruct(self._vt)
         else:

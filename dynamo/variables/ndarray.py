@@ -20,8 +20,6 @@ from .containers import _iterator_at, _positioned
 if TYPE_CHECKING:
     from fx import Node
 
-    from ..codegen import Codegen
-    from ..symbolic_convert import InstructionTranslator
 
 __all__ = ["NDArrayVariable", "ArrayRowIterator"]
 
@@ -91,7 +89,7 @@ class NDArrayVariable(VariableTracker):
 
         return [tx.output.call_function(tx, operator.getitem, [self, ConstantVariable(i)], {}) for i in range(n)]
 
-    def reconstruct(self, codegen: "Codegen") -> None:
+    def reconstruct(self, codegen) -> None:
         codegen.load_graph_value(self)
 
 
@@ -102,7 +100,7 @@ class ArrayRowIterator(VariableTracker):
     #: built once where it is needed twice (``zip(it, it)``): one iterator, as in Python
     has_identity = True
 
-    def __init__(self, tx: "InstructionTranslator", array: NDArrayVariable) -> None:
+    def __init__(self, tx, array: NDArrayVariable) -> None:
         if array.meta.is_scalar or array.meta.ndim == 0:
             raise user_error(TypeError, "iteration over a 0-d array")
         array.dim(0)  # (``for r in x[mask]``: how many rows depends on the data: Unsupported)

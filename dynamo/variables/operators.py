@@ -112,7 +112,6 @@ def unequal_to_itself(value: Any) -> bool:
         return True
 
 
-
 def binary_op(tx, op: Callable, a: VariableTracker, b: VariableTracker) -> VariableTracker:
     if op in INPLACE_FALLBACK and not (isinstance(a, NDArrayVariable) and not a.meta.is_scalar):
         if not isinstance(a, ListVariable):
@@ -167,7 +166,6 @@ def _sequence_op(tx, op: Callable, a: VariableTracker, b: VariableTracker) -> Va
                 break
         return ConstantVariable(equal if op is operator.eq else not equal)
     raise Unsupported(f"{op.__name__} on {a.describe()} and {b.describe()} is not supported")
-
 
 
 def unary_op(tx, op: Callable, a: VariableTracker) -> VariableTracker:

@@ -470,3 +470,34 @@ def test_the_internal_error_warning_points_at_the_users_call():
         assert_same(compiled(np.ones(3)), np.sin(np.ones(3)) + 1)
     (warning,) = [w for w in caught if "internal error" in str(w.message)]
     assert warning.filename == __file__ and "backend bug" in str(warning.message)
+
+
+# The wrapper is a C callable: it still behaves like the function it wraps -----------------------
+
+
+@dynamo.compile
+def compiled_at_module_level(x, scale=2.0):
+    """Doc of the wrapped function."""
+    return np.sin(x) * scale
+
+
+class _Holder:
+    @dynamo.compile
+    def method(self, x):
+        return np.cos(x) + 1
+
+
+def test_wrapper_pickles_binds_and_describes_like_the_function():
+    import copy
+    import inspect
+    import pickle
+
+    x = np.ones(3)
+    assert pickle.loads(pickle.dumps(compiled_at_module_level)) is compiled_at_module_level
+    assert copy.deepcopy(compiled_at_module_level) is compiled_at_module_level
+    assert compiled_at_module_level.__name__ == "compiled_at_module_level"
+    assert compiled_at_module_level.__doc__ == "Doc of the wrapped function."
+    assert str(inspect.signature(compiled_at_module_level)) == "(x, scale=2.0)"
+    assert np.array_equal(compiled_at_module_level(x, scale=3.0), np.sin(x) * 3.0)
+    assert np.array_equal(_Holder().method(x), np.cos(x) + 1)
+    assert np.array_equal(_Holder.method(_Holder(), x), np.cos(x) + 1)

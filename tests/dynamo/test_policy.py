@@ -359,6 +359,28 @@ def test_fullgraph_raises_for_code_a_compile_without_fullgraph_could_not_capture
     assert dynamo.cache_entries(f) == []
 
 
+_UNCAPTURABLE_EVAL = """
+def f(x):
+    return eval("np.sin(x) + 1")   # reads its locals by name: never split, never captured
+"""
+
+
+@pytest.mark.parametrize("order", ["loose_first", "strict_scope_made_first"])
+def test_fullgraph_with_block_raises_for_code_an_earlier_compile_marked_skip(order):
+    f = _fresh(_UNCAPTURABLE_EVAL, filename=__file__)
+    x = np.ones(3)
+    strict = dynamo.optimize("eager", fullgraph=True) if order != "loose_first" else None
+    with dynamo.optimize("eager"):
+        np.testing.assert_array_equal(f(x), np.sin(x) + 1)  # not capturable: runs plainly
+    strict = strict or dynamo.optimize("eager", fullgraph=True)
+    for _ in range(2):
+        with pytest.raises(dynamo.FullGraphError, match="could not be captured as one graph"):
+            with strict:
+                f(x)
+        with dynamo.optimize("eager"):  # the loose scope still runs it unmodified
+            np.testing.assert_array_equal(f(x), np.sin(x) + 1)
+
+
 # 6. Skip rules are configuration -----------------------------------------------------------------
 
 

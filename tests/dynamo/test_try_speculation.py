@@ -20,7 +20,7 @@ from support.tracing import line_events, settrace_and_raise
 
 
 def test_a_tracer_a_callee_starts_in_a_try_body_sees_the_users_frame():
-    # (test_stay_in_frame_s19 checks the same with capture_try_bodies=False)
+    # (test_observed_frames.py checks the same with capture_try_bodies=False)
     x = np.ones(2)
     code = settrace_and_raise.__code__
     expected = line_events(settrace_and_raise, x, code)

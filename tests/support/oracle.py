@@ -227,3 +227,12 @@ def compare(eager: Run, comp: Run, attempt: str, ulps: int = 0,
     else:  # the C backend: the same warnings, each kind reported at least once (as tests/fuzz)
         assert set(comp.warnings) == set(eager.warnings), (
             f"{attempt}: warned {comp.warnings}, eager warned {eager.warnings}")
+
+
+def check_compiled(fn: Callable, *args: Any) -> None:
+    """Plain `fn` vs ``dynamo.compile(fn)`` with the eager backend, called twice: the same
+    result, arguments after the call, output, exception and warnings (`compare`)."""
+    eager = run(fn, args)
+    compiled = dynamo.compile(fn, backend=make_backend("eager"))
+    for attempt in ("first call", "second call (cache hit)"):
+        compare(eager, run(compiled, args), attempt)

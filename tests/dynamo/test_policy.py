@@ -25,21 +25,7 @@ import pytest
 
 import dynamo
 from dynamo import config, convert_frame
-
-
-class Counter:
-    """A backend that counts the graphs it is given and runs them as generated."""
-
-    def __init__(self) -> None:
-        self.graphs: list = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def count(self) -> int:
-        return len(self.graphs)
+from support.oracle import CountingBackend
 
 
 BACKENDS = ["eager", "c"]
@@ -108,7 +94,7 @@ def test_dead_division_by_zero_still_warns(backend):
 
 
 def test_dead_views_and_integer_arithmetic_are_still_removed():
-    backend = Counter()
+    backend = CountingBackend()
 
     def f(x):
         v = x.reshape(2, -1)  # noqa: F841
@@ -282,7 +268,7 @@ def test_backend_failure_is_remembered_per_backend():
     x = np.ones(4)
     with config.patch(emit_warnings=True), pytest.warns(RuntimeWarning, match="boom"):
         np.testing.assert_array_equal(dynamo.compile(f, backend=broken)(x), f(x))
-    good = Counter()
+    good = CountingBackend()
     np.testing.assert_array_equal(dynamo.compile(f, backend=good)(x), f(x))
     assert good.count == 1
     with config.patch(emit_warnings=True), warnings.catch_warnings():
@@ -392,7 +378,7 @@ def _function_in(directory, name="f"):
 def test_skip_dirs_and_include_dirs_decide(tmp_path):
     x = np.ones(3)
     inner = tmp_path / "inner"
-    backend = Counter()
+    backend = CountingBackend()
     with config.patch(skip_dirs=config.skip_dirs + (str(tmp_path),)):
         dynamo.compile(_function_in(tmp_path), backend=backend)(x)
         assert backend.count == 0  # skipped
@@ -405,7 +391,7 @@ def test_skip_dirs_and_include_dirs_decide(tmp_path):
 
 def test_skip_files_and_include_files_patterns():
     x = np.ones(3)
-    backend = Counter()
+    backend = CountingBackend()
     dynamo.compile(_fresh("def f(x):\n    return x * 2\n", filename="<generated>"),
                    backend=backend)(x)
     assert backend.count == 0  # generated code is skipped by default
@@ -423,7 +409,7 @@ def test_cpython_test_package_can_be_captured_by_configuration():
     test_dir = os.path.join(sysconfig.get_paths()["stdlib"], "test")
     fn = _function_in(test_dir)
     assert "dynamo.config.skip_dirs" in convert_frame.skip_reason(fn.__code__)
-    backend = Counter()
+    backend = CountingBackend()
     with config.patch(include_dirs=config.include_dirs + (test_dir,)):
         assert convert_frame.skip_reason(fn.__code__) is None
         dynamo.compile(fn, backend=backend)(np.ones(3))

@@ -211,6 +211,30 @@ def test_a_loop_over_reversed_range_still_compiles_around_its_breaks():
                                   loop_over_reversed_range(x))
 
 
+# (an internal error once: see also test_internal_errors.py, a replaced builtin)
+def test_a_builtin_the_program_replaced_does_not_break_the_compiler():
+    import builtins
+    import warnings
+
+    real_len = builtins.len
+
+    def picky_len(obj):  # (test_functools: ``builtins.len = lru_cache(4)(len)``)
+        if isinstance(obj, list):
+            raise TypeError("unhashable type: 'list'")
+        return real_len(obj)
+
+    x = np.arange(4.0)
+    compiled = dynamo.compile(loop_over_reversed_range)
+    builtins.len = picky_len
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (npdynamo's internal-error warning)
+            got = compiled(x)
+    finally:
+        builtins.len = real_len
+    np.testing.assert_array_equal(got, loop_over_reversed_range(x))
+
+
 def _reversed_list_sees_later_changes(x):
     lst = [1, 2, 3]
     it = reversed(lst)

@@ -265,7 +265,8 @@ def test_compiles_deep_in_a_captured_recursion_under_the_default_limit():
     3.12 charges every hooked call 2 units of its C recursion budget (1500; 3.13 has far more),
     so there compiling stops at about 325 levels; deeper, the function runs uncompiled, with
     the right result. (Lending the units back made a recursion through C overflow the C stack
-    on 3.13: tests/dynamo/test_review_s17.py.)"""
+    on 3.13: tests/dynamo/test_recursion.py,
+    test_a_recursion_through_c_raises_recursion_error_as_plain_python.)"""
     proc = run_python("""
         import sys
         import numpy as np

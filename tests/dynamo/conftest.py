@@ -1,9 +1,9 @@
 """Shared fixtures for the end-to-end translator tests (tests/dynamo/).
 
-Comes in: test functions that ask for `backend` (a counting backend that keeps every graph module
-it was given) or `check` (the eager-vs-compiled oracle). Goes out: assertions that a user function
-compiled through the public API (`dynamo.compile(fn, backend=...)`) behaves exactly like plain
-NumPy. Every test starts from empty caches (`dynamo.reset()`, autouse).
+Comes in: test functions that ask for `backend` (a `support.oracle.CountingBackend`, which keeps
+every graph module it was given) or `check` (the eager-vs-compiled oracle). Goes out: assertions
+that a user function compiled through the public API (`dynamo.compile(fn, backend=...)`) behaves
+exactly like plain NumPy. Every test starts from empty caches (`dynamo.reset()`, autouse).
 """
 
 from __future__ import annotations
@@ -16,29 +16,9 @@ import numpy as np
 import pytest
 
 import dynamo
+from support.oracle import CountingBackend
 from support.oracle import assert_same as _oracle_assert_same
 from support.oracle import views as _views
-
-
-class CountingBackend:
-    """`backend(gm, example_inputs) -> callable`: runs the graph as NumPy and remembers it."""
-
-    def __init__(self) -> None:
-        self.graphs: list[Any] = []
-        self.example_inputs: list[list[Any]] = []
-
-    def __call__(self, gm: Any, example_inputs: list[Any]) -> Callable:
-        self.graphs.append(gm)
-        self.example_inputs.append(list(example_inputs))
-        return gm.forward
-
-    @property
-    def count(self) -> int:
-        return len(self.graphs)
-
-    def ops(self, index: int = -1) -> list[Any]:
-        """The call nodes of one recorded graph (the last one by default)."""
-        return [n for n in self.graphs[index].graph.nodes if n.op in ("call_function", "call_method")]
 
 
 @pytest.fixture(autouse=True)

@@ -1,10 +1,13 @@
-"""A breakpoint in a compiled function must hit (issue 8, the debugger item).
+"""A breakpoint in a compiled function must hit, and tracers see the plain program (issue 8,
+the debugger item).
 
 While a trace function is set, npdynamo runs the original bytecode: a `bdb` breakpoint on a line
 of a function that is compiled and cached stops there, and ``pdb`` started inside a compiled
 function (``breakpoint()``, or ``Pdb.set_trace`` on the caller's frame after the first graph ran:
 the rest of the frame continues in the same frame, `_C.stay_in_frame`) stops at the next line
 and sees the locals the graph computed. Once tracing stops, the compiled version runs again.
+``sys.settrace``, ``sys.setprofile`` and a C tracer (``_testcapi``) record the events of the plain
+program, and a trace function's exception propagates as in plain Python.
 Oracle: the same function in plain Python; a backend counts the compiles and the graph runs.
 """
 
@@ -22,6 +25,7 @@ import pytest
 import dynamo
 from dynamo import _C
 from support.hooked import GraphRuns
+from support.subprocesses import run_python
 
 
 @pytest.fixture(autouse=True)
@@ -182,3 +186,85 @@ def test_pdb_started_after_the_first_graph_sees_the_rest_of_the_frame(first):
         assert np.array_equal(compiled(x), plain_result)
     assert backend.counts == (2, (1 if first else 3) + 2 * 2)  # both graphs, on both calls
     assert len(_C.get_cache_entries(two_graphs.__code__)) == 1
+
+
+# Tracers and profilers see the plain program ----------------------------------------------------
+
+
+def _traced(fn, *args, kind="trace"):
+    events = []
+
+    def tracer(frame, event, arg):
+        events.append((event, frame.f_code.co_name, frame.f_lineno))
+        return tracer
+
+    setter = sys.settrace if kind == "trace" else sys.setprofile
+    setter(tracer)
+    try:
+        result = fn(*args)
+    finally:
+        setter(None)
+    return result, [e for e in events if e[1] not in ("_traced",)]
+
+
+@pytest.mark.parametrize("kind", ["trace", "profile"])
+def test_tracers_see_the_plain_program(kind):
+    x, y = np.ones(4), np.full(4, 2.0)
+    plain_result, plain_events = _traced(five_lines, x, y, kind=kind)
+    compiled = dynamo.compile(five_lines)
+    # First call under the tracer (would compile), then a call after a compile (would hit).
+    for _ in range(2):
+        result, events = _traced(compiled, x, y, kind=kind)
+        assert np.array_equal(result, plain_result)
+        assert [e for e in events if e[0] != "c_call" and e[0] != "c_return"] == \
+            [e for e in plain_events if e[0] != "c_call" and e[0] != "c_return"]
+        assert events == plain_events
+        compiled(x, y)
+    assert len(_C.get_cache_entries(five_lines.__code__)) == 1  # compiled when not traced
+
+
+def test_trace_function_exceptions_propagate_like_plain_python():
+    def tracer(frame, event, arg):
+        if event == "line" and frame.f_code is five_lines.__code__ and frame.f_lineno == \
+                five_lines.__code__.co_firstlineno + 2:
+            raise ValueError("from the tracer")
+        return tracer
+
+    compiled = dynamo.compile(five_lines)
+    for fn in (five_lines, compiled):
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(ValueError, match="from the tracer"):
+                fn(np.ones(2), np.ones(2))
+        finally:
+            sys.settrace(None)
+
+
+def test_c_tracer_does_not_crash():
+    _testcapi = pytest.importorskip("_testcapi")
+    if not hasattr(_testcapi, "settrace_to_record"):
+        pytest.skip("_testcapi.settrace_to_record is new in CPython 3.11")
+    proc = run_python("""
+        import _testcapi, sys
+        import numpy as np
+        import dynamo
+
+        def f(x, y):
+            a = np.sin(x) * y
+            return a + 1
+
+        def record(fn):
+            events = []
+            _testcapi.settrace_to_record(events)
+            fn(np.ones(3), np.ones(3))
+            sys.settrace(None)
+            return [(what, line) for what, line, arg in events]
+
+        plain = record(f)
+        compiled = dynamo.compile(f)
+        print(record(compiled) == plain)
+        compiled(np.ones(3), np.ones(3))
+        print(record(compiled) == plain)
+    """)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["True", "True"]

@@ -414,3 +414,86 @@ def test_sigint_storm_while_compiling_reaches_the_program_every_time():
     assert summary["received"] == summary["sent"] >= 50, summary
     assert summary["landed"]["compile"] > 0 and summary["landed"]["reset"] > 0, summary
     assert summary["after"] == [(True, _C.DEFAULT, 1)] * 6
+
+
+# KeyboardInterrupt at any trace event, and in a guard -------------------------------------------
+
+
+def sine_times_y_plus_one(x, y):
+    return np.sin(x) * y + 1
+
+
+def test_keyboard_interrupt_at_any_point_leaves_no_capture_behind():
+    """Raise KeyboardInterrupt at the n-th trace event of a compiled call and of a `with`
+    block, for every n: the interrupt reaches the caller and capture is off afterwards."""
+    compiled = dynamo.compile(sine_times_y_plus_one)
+    x = np.ones(3)
+    compiled(x, x)
+
+    def interrupting(n):
+        count = [0]
+
+        def tracer(frame, event, arg):
+            # Only at calls and returns, where a signal handler can run too (CPython also
+            # skips __exit__ when a *line* event between a with body and its exit raises).
+            if event in ("call", "return"):
+                count[0] += 1
+                if count[0] == n:
+                    raise KeyboardInterrupt
+            return tracer
+        return tracer
+
+    def with_block():
+        with dynamo.optimize("eager"):
+            sine_times_y_plus_one(x, x)
+
+    gc.collect()
+    gc.disable()  # no finalizer may run (and be interrupted) under the tracer
+    try:
+        _interrupt_each_event(interrupting, (lambda: compiled(x, x), with_block))
+    finally:
+        gc.enable()
+
+
+def _interrupt_each_event(interrupting, programs):
+    for program in programs:
+        for n in range(1, 40):
+            sys.settrace(interrupting(n))
+            try:
+                program()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(None)
+            assert _C.get_eval_frame() is None, n
+            assert _C.hook_state()["active_scopes"] == 0, n
+
+
+def test_keyboard_interrupt_in_a_guard_reaches_the_user(monkeypatch):
+    """The guard reads ``___globals['np']``; with a dict subclass as globals that read runs
+    user code, here raising KeyboardInterrupt once. It must reach the caller, not be printed as
+    "Exception ignored" and treated as a failed guard."""
+
+    class ArmedGlobals(dict):
+        armed = False
+
+        def __getitem__(self, key):
+            if ArmedGlobals.armed:
+                ArmedGlobals.armed = False
+                raise KeyboardInterrupt
+            return dict.__getitem__(self, key)
+
+    namespace = ArmedGlobals(np=np)
+    exec("def f(x):\n    return np.sin(x) * 2\n", namespace)
+    f = namespace["f"]
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    compiled = dynamo.compile(f)
+    x = np.ones(3)
+    assert np.array_equal(compiled(x), np.sin(x) * 2)
+    assert len(_C.get_cache_entries(f.__code__)) == 1
+    ArmedGlobals.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        compiled(x)
+    assert unraisable == []
+    assert np.array_equal(compiled(x), np.sin(x) * 2)

@@ -184,3 +184,39 @@ def test_c_backend_mandelbrot_is_one_graph_and_exact():
     for _ in range(2):
         z, n = compiled(c, 8)
         assert z.tobytes() == want[0].tobytes() and n.tobytes() == want[1].tobytes()
+
+
+# Data-dependent lengths in Python code ----------------------------------------------------------
+
+
+def _iterate_selected(x):
+    v = x[x > 0]
+    for r in v:
+        x = x + r
+    return x, [r * 2 for r in v]
+
+
+def test_iterating_over_the_selected_values_is_not_an_internal_error():
+    # ArrayRowIterator.next compares its index with the data-dependent length (s0 > 0):
+    # DataDependentSize escapes the translator (an internal error, not a graph break).
+    x = np.arange(-3.0, 5.0)
+    expected = _iterate_selected(x.copy())
+    with dynamo.config.patch(suppress_errors=False):
+        got = dynamo.compile(_iterate_selected, backend="eager")(x.copy())
+    np.testing.assert_array_equal(got[0], expected[0])
+    assert got[1] == expected[1]
+
+
+def _squeezed_selection(x):
+    v = np.squeeze(x[x > 0])
+    return v.ndim, "scalar" if v.ndim == 0 else "vector"
+
+
+def test_squeezing_a_selection_of_one_value_gives_a_0d_array():
+    # shape_ops._rearranged probes every symbolic size with 10007 (a symbol stands for a size
+    # >= 2), but a data-dependent length may be 0 or 1: np.squeeze of a one-value selection is
+    # 0-d in NumPy, while the trace's meta (and so ``.ndim`` and Python branches on it) keeps
+    # (s0,).
+    x = np.array([1.0, -2.0, -3.0])  # (one value selected)
+    assert dynamo.compile(_squeezed_selection, backend="eager")(x.copy()) == \
+        _squeezed_selection(x.copy())

@@ -2,11 +2,12 @@
 
 Comes in: user-style functions compiled with ``dynamo.compile(fn, backend=<counting backend>)``;
 goes out: assertions (the `check` fixture of tests/dynamo/conftest.py) that results, dtypes,
-shapes, strides, views, argument mutations and raised exceptions equal plain NumPy's, and that the
-number of captured graphs is the expected one. Covers NEP 50 promotion, ndarray attributes as
-constants, indexing and setitem, in-place operators, layouts, closures/globals/argument kinds,
-return structures, and code that must not be captured (graphs=0) yet must behave like NumPy.
-The first tests check the oracle itself: it must fail on a wrong backend.
+shapes, strides, views and raised exceptions equal plain NumPy's, and that the number of
+captured graphs is the expected one. Covers NEP 50 promotion, ndarray attributes as constants,
+indexing, layouts, closures/globals/argument kinds, return structures, and code that must not be
+captured (graphs=0) yet must behave like NumPy. Mutations of arguments and aliasing:
+test_argument_mutation.py; guards as inputs change: test_guards_on_inputs.py; the oracle
+itself: test_check_oracle.py.
 """
 
 from __future__ import annotations
@@ -18,39 +19,6 @@ import dynamo
 from support.arrays import data
 
 xfail = pytest.mark.xfail
-
-
-
-
-# The oracle can fail -----------------------------------------------------------------------
-
-
-def simple(x):
-    return x * 2 + 1
-
-
-@pytest.mark.parametrize("wrong", ["value", "dtype", "scalar", "mutation"])
-def test_the_oracle_catches_a_wrong_backend(check, wrong):
-    class Wrong(check.CountingBackend):
-        def __call__(self, gm, example_inputs):
-            forward = super().__call__(gm, example_inputs)
-
-            def run(*args):
-                out = forward(*args)
-                if wrong == "mutation":
-                    args[0][0] = 99
-                    return out
-                return {"value": out + 1, "dtype": out.astype(np.float32),
-                        "scalar": out[0, 0]}[wrong]
-            return run
-
-    with pytest.raises(AssertionError):
-        check.run_check(Wrong(), simple, data("float64"))
-
-
-def test_the_oracle_counts_graphs(check):
-    with pytest.raises(AssertionError, match="captured graph"):
-        check(simple, data("float64"), graphs=2)
 
 
 # NEP 50 promotion --------------------------------------------------------------------------
@@ -107,6 +75,14 @@ def test_nep50_numpy_scalar_arguments(check, scalar, dtype):
 
 def uint8_plus_large_int(x):
     return x + 300
+
+
+def test_scalar_argument_promotion_changes(check, backend):
+    """int, float, NumPy float64/float32 scalars, bool: different result dtypes under NEP 50."""
+    cf = dynamo.compile(numpy_scalar_argument, backend=backend)
+    x = data("float32")
+    for s in (2, 2.0, np.float64(2), np.float32(2), True, 2):
+        check.assert_same(numpy_scalar_argument(x, s), cf(x, s), f"s={s!r}")
 
 
 def test_nep50_python_int_out_of_range_raises(check):
@@ -234,89 +210,6 @@ def test_index_out_of_bounds_raises(check):
     check(index_out_of_bounds, data("float64"), graphs=0)
 
 
-# setitem and in-place operators on arguments -----------------------------------------------
-
-
-def setitem_slice(x):
-    x[1:3] = 0
-    return x
-
-
-def setitem_ellipsis(x, y):
-    x[...] = y
-    return x.sum()
-
-
-def setitem_mixed(x, y):
-    x[0] = y[0]
-    x[:, 1] = 5
-    x[-1, ::2] = y[-1, 1::2]
-    return x * 2
-
-
-def setitem_array_index(x, idx):
-    x[idx] = -1
-    return None
-
-
-def inplace_arguments(x, y):
-    x += 1
-    x *= y
-    y -= x
-    return x, y
-
-
-def inplace_on_slices(x):
-    x[1:] += 1
-    x[:, 0] -= x[:, 1]
-    x[::-1][0] *= 2
-    return x.sum()
-
-
-def rebinding_is_not_mutation(x):
-    x = x + 1
-    x += 1
-    return x
-
-
-def inplace_casting_error(x):
-    x += 1.5
-    return x
-
-
-@pytest.mark.parametrize("dtype", ["float64", "int32"])
-@pytest.mark.parametrize("fn", [setitem_slice, inplace_on_slices, rebinding_is_not_mutation],
-                         ids=lambda f: f.__name__)
-def test_mutation_of_one_argument(check, fn, dtype):
-    check(fn, data(dtype))
-
-
-@pytest.mark.parametrize("dtype", ["float64", "int16"])
-@pytest.mark.parametrize("fn", [setitem_ellipsis, setitem_mixed, inplace_arguments],
-                         ids=lambda f: f.__name__)
-def test_mutation_of_two_arguments(check, fn, dtype):
-    check(fn, data(dtype), data(dtype, positive=True))
-
-
-def test_setitem_with_integer_array(check):
-    check(setitem_array_index, data("float64"), np.array([0, 2]))
-
-
-def test_inplace_casting_error(check):
-    check(inplace_casting_error, data("int64"), graphs=0)
-
-
-def test_mutation_is_visible_to_the_caller(backend):
-    def f(x):
-        x[1:] += 1
-        return None
-
-    x = np.zeros(4)
-    assert dynamo.compile(f, backend=backend)(x) is None
-    assert backend.count == 1
-    np.testing.assert_array_equal(x, [0, 1, 1, 1])
-
-
 # 0-d arrays, empty arrays, layouts ---------------------------------------------------------
 
 
@@ -386,6 +279,16 @@ def test_fortran_order_inputs(check, dtype):
 def mutate_view(x):
     x += 1
     return x.sum()
+
+
+def test_guards_follow_a_changed_array_layout(backend):
+    cf = dynamo.compile(layout_ops, backend=backend)
+    base = data("float64", (6, 4))
+    for x in (base, base.T, base[::2], np.asfortranarray(base), base):
+        expected, actual = layout_ops(x), cf(x)
+        for e, a in zip(expected, actual):
+            np.testing.assert_array_equal(a, e, strict=True)
+            assert a.strides == e.strides
 
 
 def test_mutating_a_non_contiguous_argument(check):
@@ -609,141 +512,6 @@ def test_explain_reports_a_data_dependent_break():
     out = dynamo.explain(data_dependent_branch)(data("float64"))
     assert out.graph_count == 2 and out.graph_break_count == 1
     assert out.break_reasons and "data_dependent_branch" in out.break_reasons[0]
-
-
-# Aliasing and ordering of mutations --------------------------------------------------------
-
-
-def mutate_first_read_second(x, y):
-    x += 1
-    return y * 2
-
-
-def view_sees_later_mutation(x):
-    row = x[0]
-    before = x * 1
-    x += 10
-    return row, before, row + 0
-
-
-def mutate_through_a_view(x):
-    v = x.T
-    v[0] += 5
-    return x.sum(axis=1)
-
-
-def setitem_truncates(x):
-    x[1:3] = 0.75
-    x[0] = -1.5
-    return x
-
-
-def test_aliased_arguments(check):
-    a = data("float64")
-    check(mutate_first_read_second, a, a)  # deep copies keep the aliasing
-
-
-@pytest.mark.parametrize("dtype", ["float64", "int32"])
-@pytest.mark.parametrize("fn", [view_sees_later_mutation, mutate_through_a_view, setitem_truncates],
-                         ids=lambda f: f.__name__)
-def test_mutation_order_and_views(check, fn, dtype):
-    check(fn, data(dtype))
-
-
-def setitem_out_of_bounds(x):
-    x[7] = 1
-    return x
-
-
-def len_of_0d(x):
-    return len(x) + x
-
-
-def test_more_errors(check):
-    check(setitem_out_of_bounds, data("float64"), graphs=0)
-    check(len_of_0d, np.array(1.0), graphs=0)
-
-
-def comparison_result(x):
-    return x.sum() > 0, x.max() == x.min(), x[0, 0] < 1
-
-
-@pytest.mark.parametrize("dtype", ["float64", "int8"])
-def test_numpy_bool_scalar_results(check, dtype):
-    check(comparison_result, data(dtype))
-
-
-# Guards: one compiled function, changing inputs --------------------------------------------
-
-G_POWER = 2
-
-
-def uses_global_power(x):
-    return x**G_POWER
-
-
-def scalar_and_flag(x, s, flag):
-    if flag:
-        return x * s
-    return x + s
-
-
-def test_guards_follow_changing_inputs(backend):
-    """Each call must give NumPy's result, whatever changed since the previous one."""
-    cf = dynamo.compile(scalar_and_flag, backend=backend)
-    calls = [(data("float64"), 2, True), (data("float64"), 3, True), (data("float64"), 3, False),
-             (data("int32"), 3, False), (data("float32", (2, 2)), 2.5, True),
-             (data("float64"), 2.0, True), (data("float64"), 2, True)]
-    for x, s, flag in calls:
-        expected = scalar_and_flag(x, s, flag)
-        actual = cf(x, s, flag)
-        assert type(actual) is type(expected) and actual.dtype == expected.dtype
-        np.testing.assert_array_equal(actual, expected, strict=True)
-
-
-def test_guards_follow_a_changed_global(backend):
-    global G_POWER
-    cf = dynamo.compile(uses_global_power, backend=backend)
-    x = data("float64")
-    try:
-        for power in (2, 3, 0.5, 2):
-            G_POWER = power
-            with np.errstate(invalid="ignore"):
-                np.testing.assert_array_equal(cf(x), uses_global_power(x), strict=True)
-    finally:
-        G_POWER = 2
-    assert backend.count == 3
-
-
-def test_guards_follow_a_changed_closure_cell(backend):
-    factor = 2
-
-    def f(x):
-        return x * factor
-
-    cf = dynamo.compile(f, backend=backend)
-    x = data("int16")
-    for factor in (2, 5, 2.5):  # noqa: B007 - rebinding the cell is the point
-        np.testing.assert_array_equal(cf(x), f(x), strict=True)
-
-
-def test_guards_follow_a_changed_array_layout(backend):
-    cf = dynamo.compile(layout_ops, backend=backend)
-    base = data("float64", (6, 4))
-    for x in (base, base.T, base[::2], np.asfortranarray(base), base):
-        expected, actual = layout_ops(x), cf(x)
-        for e, a in zip(expected, actual):
-            np.testing.assert_array_equal(a, e, strict=True)
-            assert a.strides == e.strides
-
-
-def test_scalar_argument_promotion_changes(check, backend):
-    """int, float, NumPy float64/float32 scalars, bool: different result dtypes under NEP 50."""
-    cf = dynamo.compile(numpy_scalar_argument, backend=backend)
-    x = data("float32")
-    for s in (2, 2.0, np.float64(2), np.float32(2), True, 2):
-        check.assert_same(numpy_scalar_argument(x, s), cf(x, s), f"s={s!r}")
-
 
 
 # Assorted user code --------------------------------------------------------------------------
@@ -970,265 +738,3 @@ def test_mutation_of_a_global_array(check, backend):
     check.assert_same(expected, actual)
     check.assert_same(expected_state, G_STATE)
     assert backend.count == 1
-
-
-# Guards on Python scalars and unusual argument types -------------------------------------
-
-
-def times(x, s):
-    return x * s
-
-
-def run_sequence(check, backend, fn, calls):
-    """One compiled `fn` over `calls` (argument tuples): each result must equal eager's."""
-    cf = dynamo.compile(fn, backend=backend)
-    for args in calls:
-        check.assert_same(fn(*args), cf(*args), f"{fn.__name__}{tuple(map(repr, args[1:]))}")
-
-
-@pytest.mark.parametrize("calls", [
-    [(data("bool")[0], 1), (data("bool")[0], True), (data("bool")[0], 1.0)],
-    [(np.ones(3), float("nan")), (np.ones(3), float("nan")), (np.ones(3), 2.0)],
-    [(np.ones(3), np.float64(0.0)), (np.ones(3), np.float64(-0.0))],
-    [(data("int8"), 1), (data("int8"), 1.0), (data("int8"), np.int8(1))],
-], ids=["int-vs-bool-vs-float", "nan", "numpy-signed-zero", "int8"])
-def test_scalar_argument_guards(check, backend, calls):
-    run_sequence(check, backend, times, calls)
-
-
-# Regression: guards compared Python floats/complex with ==, so -0.0 reused the graph compiled
-# for 0.0 (constant baked in) and x * -0.0 gave +0.0; complex constants also lost the sign of zero
-# in the generated graph code.
-@pytest.mark.parametrize("zero, negative_zero", [(0.0, -0.0), (0j, complex(-0.0, 0.0))],
-                         ids=["float", "complex"])
-def test_signed_zero_python_scalar_argument(check, backend, zero, negative_zero):
-    run_sequence(check, backend, times, [(np.ones(3), zero), (np.ones(3), negative_zero)])
-
-
-G_ZERO = 0.0
-
-
-def times_global_zero(x):
-    return x * G_ZERO
-
-
-# Regression: after G = -0.0 the graph for G = 0.0 was reused (x * G gave +0.0).
-def test_signed_zero_global(check, backend):
-    global G_ZERO
-    cf = dynamo.compile(times_global_zero, backend=backend)
-    x = np.ones(3)
-    try:
-        check.assert_same(times_global_zero(x), cf(x))
-        G_ZERO = -0.0
-        check.assert_same(times_global_zero(x), cf(x))
-    finally:
-        G_ZERO = 0.0
-
-
-def test_nan_argument_does_not_recompile(check):
-    check(times, np.ones(3), float("nan"))
-
-
-def _matrix():
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PendingDeprecationWarning)
-        return np.matrix([[1.0, 2.0], [3.0, 4.0]])
-
-
-@pytest.mark.parametrize("x", [
-    np.ma.array([1.0, 2.0, 3.0], mask=[0, 1, 0]),
-    np.ones(3, dtype=">f8"),
-    [1, 2, 3],
-    (1.5, 2.5),
-], ids=["masked", "big-endian", "list", "tuple"])
-def test_unusual_first_arguments(check, backend, x):
-    expected = times(x, 2)
-    actual = dynamo.compile(times, backend=backend)(x, 2)
-    if isinstance(expected, np.ma.MaskedArray):
-        assert type(actual) is np.ma.MaskedArray
-        np.testing.assert_array_equal(actual.mask, expected.mask)
-        np.testing.assert_array_equal(actual.data, expected.data)
-    else:
-        check.assert_same(expected, actual)
-
-
-@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")
-def test_matrix_subclass_argument(check, backend):
-    m = _matrix()
-    actual = dynamo.compile(times, backend=backend)(m, m)
-    assert type(actual) is np.matrix
-    np.testing.assert_array_equal(actual, m * m)  # matrix product, not elementwise
-
-
-def test_read_only_argument_mutation_raises(backend):
-    def f(x):
-        x += 1
-        return x
-
-    cf = dynamo.compile(f, backend=backend)
-    cf(np.ones(3))
-    ro = np.ones(3)
-    ro.flags.writeable = False
-    with pytest.raises(ValueError, match="read-only"):
-        cf(ro)
-    np.testing.assert_array_equal(ro, np.ones(3))
-
-
-def test_python_int_too_large(check):
-    check(times, np.ones(2, dtype=np.int64), 2**70, graphs=None)
-
-
-# Outputs aliasing each other, out= on reductions, arguments of other kinds ---------------
-
-
-def same_object_twice(x):
-    y = x + 1
-    return y, y
-
-
-def view_of_an_intermediate(x):
-    y = x + 1
-    return y, y[0], y.T
-
-
-def reduction_out(x, out):
-    np.sum(x, axis=0, out=out)
-    return out
-
-
-def reduction_initial_where(x):
-    return np.sum(x, initial=5), np.max(x, axis=0, initial=100), np.sum(x, where=x > 0)
-
-
-def shape_from_argument(x, n):
-    return np.zeros(n) + x[:n]
-
-
-def dtype_from_argument(x, dt):
-    return x.astype(dt), np.zeros(2, dtype=dt)
-
-
-def einsum_spec_argument(spec, a, b):
-    return np.einsum(spec, a, b)
-
-
-def unpack_rows(x):
-    a, b = x
-    return a - b
-
-
-def container_arguments(t, d):
-    return t[0] + t[1], d["a"] * 2
-
-
-def build_and_stack(x):
-    rows = [x, x + 1]
-    rows.append(x * 2)
-    return np.stack(rows)
-
-
-def vector_matmul(x):
-    return x @ x, np.matmul(x, x)
-
-
-def powers(x):
-    return x**0.5, x**2, x**-1.0, 2**x, x**x
-
-
-def bool_to_int_arithmetic(x):
-    return (x > 0) + (x < 2), (x > 0) - 0, -(x > 0).astype(int)
-
-
-def mutate_then_return_view(x):
-    x[0] = 5
-    return x[:2]
-
-
-@pytest.mark.parametrize("fn, args", [
-    (same_object_twice, (data("float64"),)),
-    (view_of_an_intermediate, (data("int32"),)),
-    (reduction_out, (data("float64"), np.zeros(4))),
-    (reduction_initial_where, (data("float64"),)),
-    (shape_from_argument, (np.ones(4), 3)),
-    (dtype_from_argument, (data("float64"), np.int8)),
-    (dtype_from_argument, (data("float64"), "float32")),
-    (einsum_spec_argument, ("ij,jk", data("float64", (2, 3)), data("float64", (3, 2)))),
-    (unpack_rows, (data("float64", (2, 3)),)),
-    (container_arguments, ((np.ones(2), np.arange(2.0)), {"a": np.arange(3)})),
-    (build_and_stack, (data("float32", (2,)),)),
-    (vector_matmul, (np.arange(3.0),)),
-    (powers, (np.arange(1.0, 4.0),)),
-    (bool_to_int_arithmetic, (np.arange(3.0) - 1,)),
-    (mutate_then_return_view, (np.ones(3),)),
-], ids=lambda v: v.__name__ if callable(v) else "")
-def test_outputs_and_argument_kinds(check, fn, args):
-    check(fn, *args)
-
-
-def ufunc_methods(x):
-    return np.add.reduce(x, axis=0), np.multiply.outer(x[0], x[1]), np.maximum.accumulate(x, axis=1)
-
-
-def ufunc_at(x):
-    np.add.at(x, [0, 0, 1], 1)
-    return x
-
-
-def mutate_then_fail(x):
-    x += 1
-    return x + np.ones(5)
-
-
-def clip_new_keywords(x):
-    return np.clip(x, None, 1), np.clip(x, min=0)
-
-
-@pytest.mark.parametrize("fn", [ufunc_methods, ufunc_at, mutate_then_fail, clip_new_keywords],
-                         ids=lambda f: f.__name__)
-def test_outside_the_slice_still_correct(check, fn):
-    """Not promised by this slice (captured or not): results, mutations and errors must match."""
-    check(fn, data("float64", (3, 3)) if fn is not mutate_then_fail else np.ones(3), graphs=None)
-
-
-def test_mutation_of_a_closure_array(check, backend):
-    def make():
-        acc = np.zeros(3)
-
-        def inner(x):
-            acc[:] += x
-            return acc * 1
-
-        return inner, acc
-
-    eager, eager_acc = make()
-    compiled, compiled_acc = make()
-    compiled = dynamo.compile(compiled, backend=backend)
-    for _ in range(3):
-        check.assert_same(eager(np.ones(3)), compiled(np.ones(3)))
-    check.assert_same(eager_acc, compiled_acc)
-    assert backend.count == 1
-
-
-G_COUNTER = 1
-
-
-def bumps_a_global(x):
-    global G_COUNTER
-    G_COUNTER = G_COUNTER + 1
-    return x * G_COUNTER
-
-
-def test_assigning_a_global(backend):
-    """Not captured yet (global stores are not replayed), but each call must see the new value."""
-    global G_COUNTER
-    cf = dynamo.compile(bumps_a_global, backend=backend)
-    try:
-        G_COUNTER = 1
-        results = [cf(np.ones(2)) for _ in range(3)]
-        assert G_COUNTER == 4
-        for k, r in zip((2, 3, 4), results):
-            np.testing.assert_array_equal(r, np.full(2, float(k)), strict=True)
-    finally:
-        G_COUNTER = 1

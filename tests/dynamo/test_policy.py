@@ -25,21 +25,7 @@ import pytest
 
 import dynamo
 from dynamo import config, convert_frame, trace_rules
-
-
-class Counter:
-    """A backend that counts the graphs it is given and runs them as generated."""
-
-    def __init__(self) -> None:
-        self.graphs: list = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def count(self) -> int:
-        return len(self.graphs)
+from support.oracle import CountingBackend
 
 
 BACKENDS = ["eager", "c"]
@@ -108,7 +94,7 @@ def test_dead_division_by_zero_still_warns(backend):
 
 
 def test_dead_views_and_integer_arithmetic_are_still_removed():
-    backend = Counter()
+    backend = CountingBackend()
 
     def f(x):
         v = x.reshape(2, -1)  # noqa: F841
@@ -282,7 +268,7 @@ def test_backend_failure_is_remembered_per_backend():
     x = np.ones(4)
     with config.patch(emit_warnings=True), pytest.warns(RuntimeWarning, match="boom"):
         np.testing.assert_array_equal(dynamo.compile(f, backend=broken)(x), f(x))
-    good = Counter()
+    good = CountingBackend()
     np.testing.assert_array_equal(dynamo.compile(f, backend=good)(x), f(x))
     assert good.count == 1
     with config.patch(emit_warnings=True), warnings.catch_warnings():
@@ -359,6 +345,28 @@ def test_fullgraph_raises_for_code_a_compile_without_fullgraph_could_not_capture
     assert dynamo.cache_entries(f) == []
 
 
+_UNCAPTURABLE_EVAL = """
+def f(x):
+    return eval("np.sin(x) + 1")   # reads its locals by name: never split, never captured
+"""
+
+
+@pytest.mark.parametrize("order", ["loose_first", "strict_scope_made_first"])
+def test_fullgraph_with_block_raises_for_code_an_earlier_compile_marked_skip(order):
+    f = _fresh(_UNCAPTURABLE_EVAL, filename=__file__)
+    x = np.ones(3)
+    strict = dynamo.optimize("eager", fullgraph=True) if order != "loose_first" else None
+    with dynamo.optimize("eager"):
+        np.testing.assert_array_equal(f(x), np.sin(x) + 1)  # not capturable: runs plainly
+    strict = strict or dynamo.optimize("eager", fullgraph=True)
+    for _ in range(2):
+        with pytest.raises(dynamo.FullGraphError, match="could not be captured as one graph"):
+            with strict:
+                f(x)
+        with dynamo.optimize("eager"):  # the loose scope still runs it unmodified
+            np.testing.assert_array_equal(f(x), np.sin(x) + 1)
+
+
 # 6. Skip rules are configuration -----------------------------------------------------------------
 
 
@@ -370,7 +378,7 @@ def _function_in(directory, name="f"):
 def test_skip_dirs_and_include_dirs_decide(tmp_path):
     x = np.ones(3)
     inner = tmp_path / "inner"
-    backend = Counter()
+    backend = CountingBackend()
     with config.patch(skip_dirs=config.skip_dirs + (str(tmp_path),)):
         dynamo.compile(_function_in(tmp_path), backend=backend)(x)
         assert backend.count == 0  # skipped
@@ -383,7 +391,7 @@ def test_skip_dirs_and_include_dirs_decide(tmp_path):
 
 def test_skip_files_and_include_files_patterns():
     x = np.ones(3)
-    backend = Counter()
+    backend = CountingBackend()
     dynamo.compile(_fresh("def f(x):\n    return x * 2\n", filename="<generated>"),
                    backend=backend)(x)
     assert backend.count == 0  # generated code is skipped by default
@@ -401,7 +409,7 @@ def test_cpython_test_package_can_be_captured_by_configuration():
     test_dir = os.path.join(sysconfig.get_paths()["stdlib"], "test")
     fn = _function_in(test_dir)
     assert "dynamo.config.skip_dirs" in trace_rules.skip_reason(fn.__code__)
-    backend = Counter()
+    backend = CountingBackend()
     with config.patch(include_dirs=config.include_dirs + (test_dir,)):
         assert trace_rules.skip_reason(fn.__code__) is None
         dynamo.compile(fn, backend=backend)(np.ones(3))

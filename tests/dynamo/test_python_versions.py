@@ -5,7 +5,9 @@ the instruction factory, and regressions found while porting (each failed on one
 
 from __future__ import annotations
 
+import contextlib
 import dis
+import io
 import os
 import subprocess
 import sys
@@ -322,3 +324,46 @@ def test_a_comprehension_variable_in_a_cells_slot_keeps_the_cell():
     done = subprocess.run([sys.executable, "-X", "faulthandler", "-c", SHADOWED_CELL],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-3000:]
+
+
+# 3.12+: RETURN_CONST in body functions ----------------------------------------------------------
+
+
+def _outcome(fn, *args):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            result = ("return", fn(*args))
+        except Exception as exc:  # the oracle: compare the exception, not crash on it
+            result = ("raise", type(exc), str(exc))
+    return result, out.getvalue()
+
+
+def same_as_plain(fn, *args):
+    expected = _outcome(fn, *args)
+    compiled = dynamo.compile(fn, backend="eager")
+    assert _outcome(compiled, *args) == expected
+    assert _outcome(compiled, *args) == expected  # (the cached version too)
+
+
+def _raise_type_error():
+    raise TypeError(2)
+
+
+# On 3.12 an except clause's tail jumps back to code shared with the try's `else` path, so the
+# resume function after a graph break in the handler is a loop to the translator, and the code
+# after it (ending in `return None`, a RETURN_CONST) became a loop body function. That body
+# returned the plain None instead of its (RETURN, value) tuple: "'NoneType' object is not
+# subscriptable" at the user's line (test_exceptions' test_no_hang_on_context_chain_cycle1,
+# test_generator_leaking3; test_contextlib's test_exit_exception_chaining).
+
+
+def test_except_handler_tail_after_graph_break():
+    def fn():
+        try:
+            _raise_type_error()
+        except Exception as e:
+            exc = e
+        print(type(exc).__name__)
+
+    same_as_plain(fn)

@@ -20,6 +20,7 @@ import dynamo
 from dynamo import _C, config
 from dynamo.guards import Guard, build_check_fn
 from dynamo.source import AttrSource, GetItemSource, GlobalSource, LocalSource
+from support.oracle import make_backend
 
 X = LocalSource("x")
 
@@ -166,3 +167,44 @@ def test_cache_entries_and_explain_show_every_guard():
         assert "[C]" in entry.guards  # where each guard is evaluated
     out = dynamo.explain(_shapes_fn)(np.ones(5))
     assert any("x.shape" in g for g in out.guards) and any("'np'" in g for g in out.guards)
+
+
+# A call that raised does not take over later calls ----------------------------------------------
+
+
+# (control-flow fuzzer pattern `raise_on_empty_args_unguarded`, found once try_except_then_call
+# was removed)
+def _first_plus_one(*ts):
+    return ts[0] + 1
+
+
+# Fixed: when the user's code raises at a breakable instruction for these values
+# (UserCodeError), the second trace still stops before that instruction, but now looks at
+# (guards) the values on the stack there, so the entry matches only calls that raise too.
+def test_a_call_that_raised_does_not_take_over_later_calls():
+    backend = make_backend("eager")
+    compiled = dynamo.compile(_first_plus_one, backend=backend)
+    y = np.array([1.0, 2.0])
+    assert np.array_equal(compiled(y), y + 1)
+    with pytest.raises(IndexError, match="tuple index out of range"):
+        compiled()
+    before = backend.count
+    assert np.array_equal(compiled(y), y + 1)
+    assert backend.count == before, "the call with the same argument as before compiled again"
+
+
+def _sine_plus_item(x, t, i):
+    y = np.sin(x)
+    return y + t[i]
+
+
+def test_a_call_that_raised_after_a_graph_op_does_not_take_over_later_calls():
+    backend = make_backend("eager")
+    compiled = dynamo.compile(_sine_plus_item, backend=backend)
+    x = np.ones(3)
+    assert np.array_equal(compiled(x, (1.0,), 0), np.sin(x) + 1.0)
+    with pytest.raises(IndexError, match="tuple index out of range"):
+        compiled(x, (), 0)
+    before = backend.count
+    assert np.array_equal(compiled(x, (1.0,), 0), np.sin(x) + 1.0)
+    assert backend.count == before, "the call with the same arguments as before compiled again"

@@ -2,7 +2,7 @@
 
 In: functions with a ``try`` statement, compiled with the default configuration (try bodies
 captured). Out: a body that would break at once (its first statement calls code that is not
-inlined, or raises) runs in place in the user's frame (`symbolic_convert.speculate_try_body`),
+inlined, or raises) runs in place in the user's frame (`compile_frame.speculate_try_body`),
 so what a callee sees of its caller is plain Python's (``sys._getframe(1)``, a tracer set on
 ``f_back``: CPython's test_sys_settrace settrace_and_raise); a body that records operations
 before its first break still runs as a compiled body function. Oracle: the same function run
@@ -20,7 +20,7 @@ from support.tracing import line_events, settrace_and_raise
 
 
 def test_a_tracer_a_callee_starts_in_a_try_body_sees_the_users_frame():
-    # (test_stay_in_frame_s19 checks the same with capture_try_bodies=False)
+    # (test_observed_frames.py checks the same with capture_try_bodies=False)
     x = np.ones(2)
     code = settrace_and_raise.__code__
     expected = line_events(settrace_and_raise, x, code)

@@ -42,15 +42,16 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-#: Open bugs whose patterns the generator avoids. Each name is checked in `_Gen` where the
-#: pattern would be generated. Each has a minimal repro in tests/dynamo/test_property_repros.py
-#: (strict xfail): when that test starts passing, remove the name here. (Removed after 2,000
-#: examples on each backend: try_except_then_call, iterate_rows_of_mutated_array,
-#: list_append_then_rebind_in_loop; while_graph_break_continue and return_in_loop_inside_while
-#: after their fixes, property test re-run on the eager backend; raise_on_empty_args_unguarded:
-#: a user error is no longer a graph break; resume_of_helper_recompiles_per_value: a Python
-#: float argument whose value changed is a graph input, issue 7; python_float_nan_sign: NaN
-#: constants keep their sign in graph code and guards, issue 7.)
+#: Open bugs whose patterns the generator avoids. Each name is checked in `_Gen` where the pattern
+#: would be generated. Each has a minimal repro in tests/dynamo/ (strict xfail), in the file of its
+#: behaviour under a comment naming the pattern (test_loop_bodies.py, test_recompiles.py,
+#: test_dynamic_shapes.py, ...): when that test starts passing, remove the name here. (Removed after
+#: 2,000 examples on each backend: try_except_then_call, iterate_rows_of_mutated_array,
+#: list_append_then_rebind_in_loop; while_graph_break_continue and return_in_loop_inside_while after
+#: their fixes, property test re-run on the eager backend; raise_on_empty_args_unguarded: a user
+#: error is no longer a graph break; resume_of_helper_recompiles_per_value: a Python float argument
+#: whose value changed is a graph input, issue 7; python_float_nan_sign: NaN constants keep their
+#: sign in graph code and guards, issue 7.)
 KNOWN_BUGS: set[str] = {
 }
 

@@ -24,7 +24,7 @@ exception for some size. The C backend runs a smaller number of examples (its sy
 run through NumPy until it has symbolic kernels).
 
 Known open bugs are listed in `KNOWN_BUGS` (counted, not failed); each has a strict-xfail
-regression test in tests/dynamo/test_dynamic_shapes_repros.py. Fixed mismatches found by this
+regression test in tests/dynamo/test_dynamic_shapes.py. Fixed mismatches found by this
 fuzzer are regression tests there too.
 
 Cost (2-core machine, idle, warm kernel cache): ~8 s eager (500 examples, 5,000 compiled calls)
@@ -63,7 +63,7 @@ C_EXAMPLES = max(10, EAGER_EXAMPLES // 5)
 VARIANTS = 3
 
 #: Open bugs this fuzzer finds: name -> KnownBug (``matches(program, backend, mismatch_text)``).
-#: Each has a strict-xfail repro in tests/dynamo/test_dynamic_shapes_repros.py; remove the entry
+#: Each has a strict-xfail repro in tests/dynamo/test_dynamic_shapes.py; remove the entry
 #: when its fix lands. (c-where-size-operand: fixed, lowering.py _where_plan refuses an operand
 #: that is not an array.)
 KNOWN_BUGS: dict[str, KnownBug] = {

@@ -3,8 +3,9 @@
 `no_capture_leak`: an autouse fixture (import it into a test module) asserting that no capture
 scope is on before a test and none is left on after it. `GraphRuns`: a backend (``gm.forward``)
 that counts compiles and graph runs; its ``interrupt`` flag makes the next compile raise
-KeyboardInterrupt. Used by tests/dynamo/test_hook_fidelity.py, test_debuggers.py and
-test_interrupts.py.
+KeyboardInterrupt. Used by tests/dynamo/test_interrupts.py, test_debuggers.py, test_recursion.py,
+test_per_code_state.py, test_threads_and_tasks.py, test_tracebacks.py, test_leaves_no_garbage.py
+and test_warnings_while_compiling.py.
 """
 
 from __future__ import annotations

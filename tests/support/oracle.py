@@ -3,7 +3,8 @@
 In: a function and its arguments, run once in plain Python and through ``dynamo.compile``.
 Out: `run` records each call as a `Run` (result or exception, the arguments after the call,
 everything printed, every warning); `compare` raises AssertionError on any difference;
-`CountingBackend` / `make_backend` count the graphs a compiled function captures.
+`CountingBackend` / `make_backend` count the graphs a compiled function captures (the one
+counting backend of the suite: tests/dynamo/conftest.py's `backend` fixture is one too).
 Called by tests/programs/oracle.py (the program corpus) and
 tests/fuzz/test_control_flow_property.py (generated control-flow programs); each keeps its own
 driver (how often to call, which backend, what to do on a mismatch).
@@ -34,15 +35,31 @@ import dynamo
 
 
 class CountingBackend:
-    """Wraps a backend callable and counts the graphs it was given."""
+    """``backend(gm, example_inputs) -> callable``: counts and keeps the graphs it was given.
 
-    def __init__(self, inner: Callable) -> None:
+    Each graph is compiled by `inner` (another backend callable), or with no `inner` run as
+    NumPy (``gm.forward``, what the "eager" backend does). ``graphs`` and ``example_inputs``
+    hold what every compile got, ``count`` how many there were, ``ops()`` a graph's calls.
+    """
+
+    def __init__(self, inner: Callable | None = None) -> None:
         self.inner = inner
-        self.count = 0
+        self.graphs: list[Any] = []
+        self.example_inputs: list[list[Any]] = []
 
     def __call__(self, gm: Any, example_inputs: list) -> Callable:
-        self.count += 1
-        return self.inner(gm, example_inputs)
+        self.graphs.append(gm)
+        self.example_inputs.append(list(example_inputs))
+        return gm.forward if self.inner is None else self.inner(gm, example_inputs)
+
+    @property
+    def count(self) -> int:
+        return len(self.graphs)
+
+    def ops(self, index: int = -1) -> list[Any]:
+        """The call nodes of one recorded graph (the last one by default)."""
+        return [n for n in self.graphs[index].graph.nodes
+                if n.op in ("call_function", "call_method")]
 
 
 def make_backend(name: str) -> CountingBackend:
@@ -210,3 +227,12 @@ def compare(eager: Run, comp: Run, attempt: str, ulps: int = 0,
     else:  # the C backend: the same warnings, each kind reported at least once (as tests/fuzz)
         assert set(comp.warnings) == set(eager.warnings), (
             f"{attempt}: warned {comp.warnings}, eager warned {eager.warnings}")
+
+
+def check_compiled(fn: Callable, *args: Any) -> None:
+    """Plain `fn` vs ``dynamo.compile(fn)`` with the eager backend, called twice: the same
+    result, arguments after the call, output, exception and warnings (`compare`)."""
+    eager = run(fn, args)
+    compiled = dynamo.compile(fn, backend=make_backend("eager"))
+    for attempt in ("first call", "second call (cache hit)"):
+        compare(eager, run(compiled, args), attempt)

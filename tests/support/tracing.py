@@ -3,7 +3,7 @@
 In: CPython's test_sys_settrace shapes (``settrace_and_raise``: a callee starts tracing and
 sets its caller's ``f_trace``, then raises into a ``try``). Out: `line_events` runs one of them
 and returns ``(line - co_firstlineno, event)`` for the frames of one code, as CPython's test
-compares them. Used by tests/dynamo/test_stay_in_frame_s19.py and test_try_speculation.py.
+compares them. Used by tests/dynamo/test_observed_frames.py and test_try_speculation.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 In: small functions built after what CPython's own tests do (found by running the
 `EXTRA_MODULES` of tests/cpython under capture with internal errors counted): very long ints,
 weakref proxies whose referent died, ``enumerate`` called by keyword, a metaclass that defines
-``__dict__``, builtins the program removed or replaced. Out: with
+``__dict__``, builtins the program removed or replaced, attribute writes of an object with
+``__slots__``. Out: with
 ``dynamo.config.suppress_errors = False`` and warnings turned into errors, each runs compiled
 (or in plain Python where npdynamo cannot help) with plain Python's result or exception; none
 is an `InternalError` or an "internal error" warning.
@@ -199,3 +200,32 @@ def test_a_compile_while_the_program_replaced_a_builtin_falls_back_quietly(monke
     got = while_changed(monkeypatch, lambda: monkeypatch.setattr(builtins, "len", picky_len),
                         lambda: compiled(x, (1.0, 2.0)))
     np.testing.assert_array_equal(got[1], expected)
+
+
+# An object with __slots__ ---------------------------------------------------------------------
+
+
+def _break():
+    print(end="")
+
+
+class Slotted:
+    __slots__ = ["a", "b"]
+
+    def __init__(self):
+        self.a = 1
+        self.b = 2
+        _break()
+
+
+def makes_a_slotted_object():
+    s = Slotted()
+    return s.a, s.b
+
+
+def test_writing_attributes_of_an_object_with_slots_compiles():
+    # (the check for a finalizer of the attribute's old value read ``__dict__``, which an
+    # object with __slots__ has not: an internal error, CPython's test_descr test_slots)
+    with dynamo.config.patch(suppress_errors=False):
+        with dynamo.optimize("eager"):
+            assert makes_a_slotted_object() == (1, 2)

@@ -3,8 +3,9 @@
 Such a loop runs in the transformed code, which needs the loop's iterator on its stack: the zip
 or enumerate object the translator made is rebuilt over its sources, each where it was
 (`callables._LazyIterator.reconstruct`; an array's row iterator is the sequence iterator at its
-row, `symbolic_convert.ArrayRowIterator.reconstruct`). They ran uncompiled before ("cannot
-rebuild a zip iterator"). Plain Python is the oracle.
+row, `variables.ndarray.ArrayRowIterator.reconstruct`). They ran uncompiled before ("cannot
+rebuild a zip iterator"). Also: ``enumerate``/``zip`` over an array the loop writes to read
+each row when they reach it. Plain Python is the oracle.
 """
 
 from __future__ import annotations
@@ -153,3 +154,23 @@ def test_an_exhausted_zip_is_not_rebuilt():
     got = dynamo.compile(exhausted, backend="eager")(X, np.ones(3))
     np.testing.assert_array_equal(got[0], plain[0])
     assert got[1] == plain[1] == []
+
+
+# Rows of an array the loop writes to ------------------------------------------------------------
+
+
+def enumerate_rows_of_a_mutated_array(x, y):
+    for i, r in enumerate(x):
+        x[-1] = (y * r)[0].sum() + i
+    return x * 1
+
+
+def zip_rows_of_a_mutated_array(x, y):
+    for r, s in zip(x, y):
+        x[-1] = r + s
+    return x * 1
+
+
+@pytest.mark.parametrize("fn", [enumerate_rows_of_a_mutated_array, zip_rows_of_a_mutated_array])
+def test_enumerate_and_zip_read_each_row_when_reached(check, fn):
+    check(fn, np.array([-1.62, 0.53, -0.17, 1.6]), np.array([1.18, 0.53, 1.88, -0.35]), graphs=1)

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import config, convert_frame, trace_rules
+from dynamo import config, trace_rules
 from support.oracle import CountingBackend
 
 

@@ -19,13 +19,19 @@ compiled graph with its inputs reloaded from their sources, and then:
 It keeps the original's argument, cell and free variable layout and only appends locals, with
 every argument made positional, so the C hook can call it with the frame's argument slots (see
 docs/internals.md). Instructions are spelled by `instructions.py`.
+
+Where a break comes before a loop that runs with its body as a function, or before a try/with
+statement whose protected block is a function, the plan object writes its side of the call
+(`loops.LoopPlan.emit_driver`, `region_body.BodyPlan.emit_call` and `emit_in_handler`) with the
+`Codegen` object and `call_resume` / `make_continuation` from here: each calling convention
+lives in the module of its plan, which imports this one, never the other way.
 """
 
 from __future__ import annotations
 
 import types
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bytecode import CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 from bytecode.flags import CompilerFlags
@@ -33,35 +39,33 @@ from bytecode.instr import InstrLocation
 
 from . import compat
 from . import instructions as ins
-from . import loops, region_body
-from ._C import call_owned, own_builtins, stay_in_frame, tail_call
+from ._C import own_builtins, stay_in_frame, tail_call
 from .bytecode_analysis import Region, code_info
 from .exc import Unsupported
-from .loops import ITEM, LoopPlan
 from .output_check import OutputCheck
-from .output_graph import GraphResult
-from .region_body import BodyPlan
-from .resume import (in_loop_body, mark_plain_loop, note_empty_breaks, prologue_length,
-                     reads_a_bool, rest_of_code, resume_code, super_receiver, target_lineno)
-from .side_effects import SideEffects
-from .tracebacks import merge_body_traceback, relocate_graph_error, traceback_after
+from .resume import (mark_plain_loop, note_empty_breaks, prologue_length, reads_a_bool,
+                     rest_of_code, resume_code, super_receiver, target_lineno)
+from .tracebacks import relocate_graph_error, traceback_after
 from .variables.base import NullVariable, VariableTracker, made_while_tracing
 from .variables.containers import DictVariable, ListVariable, TupleVariable
 from .variables.constant import ConstantVariable
 
-__all__ = ["Codegen", "FrameExit", "ReturnExit", "BreakExit", "transform_code", "argument_names"]
+if TYPE_CHECKING:  # (for annotations only: loops and region_body import this module)
+    from .loops import LoopPlan
+    from .output_graph import GraphResult
+    from .region_body import BodyPlan
+    from .side_effects import SideEffects
+
+__all__ = ["Codegen", "FrameExit", "ReturnExit", "BreakExit", "transform_code", "argument_names",
+           "call_resume", "make_continuation"]
 
 GRAPH_OUT = "___graph_out"
-LOOP_BODY = "___loop_body"
 #: Where the transformed code keeps the new values of replayed side effects between loading
 #: them all and storing them (deleted right after).
 EFFECT_TEMP = "___saved_effect"
-#: Where a try/with statement's exit keeps the stack values it passes (deleted right after).
+#: Where `call_resume` keeps the stack values it passes (a try/with statement's exit) while it
+#: pushes the callable under them (deleted right after).
 EXIT_TEMP = "___exit_value"
-LOOP_RESULT = "___loop_result"
-#: what a try/with block's body function returned, and the stack values passed to it
-BODY_RESULT = "___body_result"
-BODY_STACK = "___body_stack"
 #: Where a graph break that continues in its own frame keeps the stack values while it drops
 #: the tail call's callable from under them (deleted right after).
 STAY_TEMP = "___stay_stack"
@@ -104,7 +108,7 @@ class BreakExit:
     #: starting with the loop then runs in plain Python)
     plain_loop: str | None = None
     #: set when the break is before a ``for`` loop that runs in Python with its body as a
-    #: function (`loops.LoopPlan`): the transformed code drives the loop
+    #: function (`loops.LoopPlan`): the transformed code drives the loop (`LoopPlan.emit_driver`)
     loop_plan: "LoopPlan | None" = None
     side_effects: "SideEffects | None" = None
     #: set when the break is before a ``try``/``with`` statement that runs in plain Python in
@@ -222,13 +226,31 @@ class Codegen:
         (RERAISE adds no entry). On 3.10 the rewritten traceback also replaces the one on the
         stack, which is what the next handler's ``sys.exc_info()`` gets."""
         if ins.HAS_EXCEPTION_TABLE:
-            _emit_position_fix(self, fix, 1)
+            self.fix_position(fix, 1)
             self.extend(ins.reraise(restore_position=True))
             return
         for item in ins.reraise_with_traceback(traceback_after, fix, sorted(self.pad_lines)):
             if isinstance(item, Instr) and item.lineno is None:
                 item.lineno = self.lineno
             self.instructions.append(item)
+
+    def fix_position(self, fix: Any, lasti_below: int | None) -> None:
+        """With the exception on top of the stack: call `fix` (a `tracebacks` function) on it;
+        the instruction index it answers replaces the frame position the handler pushed,
+        `lasti_below` values under the exception (None: none pushed), so that a ``RERAISE 1``
+        leaves the frame at the statement that raised, as plain Python does. A Python call is
+        fine here: transformed code runs only while no trace or profile function is set."""
+        self.extend(ins.with_null(ins.load_const(fix)) + ins.copy(2 + ins.NULL_SLOTS)
+                    + ins.call(1))                              # ..., exc, index
+        if lasti_below is None:
+            self.extend(ins.pop_top())
+            return
+        replace, done = Label(), Label()
+        self.extend(ins.copy(1) + ins.if_not_equal(-1, replace)
+                    + ins.pop_top() + ins.jump_forward(done))   # -1: leave the position as it is
+        self.label(replace)
+        self.extend(ins.swap(lasti_below + 2) + ins.pop_top())  # the index where the position was
+        self.label(done)
 
     def load_graph_value(self, vt: VariableTracker) -> None:
         node = vt.node
@@ -396,7 +418,7 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
         _emit_region(gen, code, exit.region, exit.region_body)
         return
     if driven:
-        _emit_loop_driver(gen, code, exit.loop_plan)
+        exit.loop_plan.emit_driver(gen, code)
         return
     run = [Instr(instr.name, instr.arg, location=instr.location) for instr in exit.run]
     if run and run[-1].has_jump():
@@ -455,39 +477,38 @@ def _emit_resume_call(gen: Codegen, code: types.CodeType, exit: BreakExit,
     gen.extend(ins.call(nargs) + ins.return_value())
 
 
-def _call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[str, ...]) -> None:
-    """Return ``tail_call(*names, resume_fn)`` for the resume function for `target`, passing
-    these (bound) locals."""
-    _stay(gen, code, target, 0, [])
-    resume = resume_code(code, target, (), names)
+def call_resume(gen: Codegen, code: types.CodeType, target: int, names: tuple[str, ...],
+                depth: int = 0) -> None:
+    """Return ``tail_call(*stack, *names, resume_fn)`` for the resume function for `target`,
+    passing the `depth` values on top of the stack and these (bound) locals: at a way out of a
+    try/with statement (`_emit_region`), and where a loop driver's loop ends (`loops`)."""
+    _stay(gen, code, target, depth, [])
+    resume = resume_code(code, target, (False,) * depth, names)
+    for k in reversed(range(depth)):
+        gen.extend(ins.store_fast(f"{EXIT_TEMP}{k}"))
     gen.extend(ins.with_null(ins.load_const(tail_call)))
-    _load_receiver(gen, code)
+    receiver = super_receiver(code)
+    if receiver is not None:  # (the resume function's first argument: see super_receiver)
+        gen.extend(ins.load_fast(receiver))
+    for k in range(depth):
+        gen.extend(ins.load_fast(f"{EXIT_TEMP}{k}") + ins.delete_fast(f"{EXIT_TEMP}{k}"))
     for name in resume.live_locals:
         gen.extend(ins.load_fast(name))
     _make_resume_function(gen, code, resume)
-    gen.extend(ins.call(1 + _receiver_count(code) + len(resume.live_locals) + len(resume.cell_args))
+    gen.extend(ins.call((receiver is not None) + depth + len(resume.live_locals)
+                        + len(resume.cell_args) + 1)
                + ins.return_value())
-
-
-def _load_receiver(gen: Codegen, code: types.CodeType) -> None:
-    receiver = super_receiver(code)
-    if receiver is not None:
-        gen.extend(ins.load_fast(receiver))
-
-
-def _receiver_count(code: types.CodeType) -> int:
-    return int(super_receiver(code) is not None)
 
 
 def _make_resume_function(gen: Codegen, code: types.CodeType, resume) -> None:
     """Push the frame's cells (the resume function's last arguments), then the function."""
     for name in resume.cell_args:
         gen.extend(ins.load_closure(CellVar(name)))
-    _make_continuation(gen, code, resume.code, resume.closure_names)
+    make_continuation(gen, code, resume.code, resume.closure_names)
 
 
-def _make_continuation(gen: Codegen, code: types.CodeType, fn_code: types.CodeType,
-                       closure_names: tuple[str, ...]) -> None:
+def make_continuation(gen: Codegen, code: types.CodeType, fn_code: types.CodeType,
+                      closure_names: tuple[str, ...]) -> None:
     """Push a function for `fn_code` (a resume or body function) with the frame's cells named
     `closure_names` (3.10: its cell variables too) and the frame's builtins: MAKE_FUNCTION
     takes those of the globals' ``__builtins__`` now, which the program may have replaced
@@ -508,7 +529,8 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
     """The original instructions of a ``try``/``with`` statement, with their exception table
     entries and source positions, then for each way out of it a tail call of the resume
     function that continues there. With a `body` plan, the statement's protected block is a
-    call of its body function instead (`_emit_body_call`)."""
+    call of its body function instead (`BodyPlan.emit_call`, which also writes what the
+    statement's handler does first, `BodyPlan.emit_in_handler`)."""
     info = code_info(code)
     members = set(region.members)
     labels = {i: Label() for i in region.members}
@@ -527,7 +549,7 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
                     gen.label_raw(TryEnd(open_try))
                     open_try = open_for = None
                 gen.label(labels[i])
-                _emit_body_call(gen, code, body, info.handlers[i], label_of)
+                body.emit_call(gen, code, info.handlers[i], label_of)
             previous = None
             continue
         handler = info.handlers[i]
@@ -543,11 +565,10 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
             open_for = handler
             gen.label_raw(open_try)
         original = info.instructions[i]
-        # (3.10: the body's call has a handler of its own that merges, `_emit_body_call`)
+        # (3.10: the body's call has a handler of its own that merges, `BodyPlan.emit_call`)
         merge = body is not None and i == body.handler and ins.HAS_EXCEPTION_TABLE
         if merge and original.name != "PUSH_EXC_INFO":
-            gen.extend(region_body.restore_after_exception(body))
-            _emit_merge_traceback(gen, 1 if info.handlers[body.entry].push_lasti else None)
+            body.emit_in_handler(gen, 1 if info.handlers[body.entry].push_lasti else None)
         copy = original.copy()
         if original.has_jump():
             target = info.target(i)
@@ -560,8 +581,7 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
         # tracer started in the statement must see no line event there)
         gen.instructions.append(copy)
         if merge and original.name == "PUSH_EXC_INFO":  # (..., lasti?, previous, exc)
-            gen.extend(region_body.restore_after_exception(body))
-            _emit_merge_traceback(gen, 2 if info.handlers[body.entry].push_lasti else None)
+            body.emit_in_handler(gen, 2 if info.handlers[body.entry].push_lasti else None)
         falls = original.name not in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS",
                                       "RERAISE") and \
             not original.is_uncond_jump()
@@ -577,283 +597,7 @@ def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
         gen.label_raw(TryEnd(open_try))
     for j, (depth, names) in region.exits.items():
         gen.label(exits[j])
-        _stay(gen, code, j, depth, [])
-        resume = resume_code(code, j, (False,) * depth, names)
-        for k in reversed(range(depth)):
-            gen.extend(ins.store_fast(f"{EXIT_TEMP}{k}"))
-        gen.extend(ins.with_null(ins.load_const(tail_call)))
-        _load_receiver(gen, code)
-        for k in range(depth):
-            gen.extend(ins.load_fast(f"{EXIT_TEMP}{k}") + ins.delete_fast(f"{EXIT_TEMP}{k}"))
-        for name in resume.live_locals:
-            gen.extend(ins.load_fast(name))
-        _make_resume_function(gen, code, resume)
-        gen.extend(ins.call(_receiver_count(code) + depth + len(resume.live_locals)
-                            + len(resume.cell_args) + 1)
-                   + ins.return_value())
-
-
-def _emit_body_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: TryBegin,
-                    label_of) -> None:
-    """In place of a try/with block (its stack values on the stack): call its body function
-    inside the block's exception table entry (an exception from it meets the statement's own
-    handler), then continue where it says (`region_body` lists what it returns): the values it
-    left on the stack are pushed back, the locals it assigned are stored, and the flow goes on
-    at the instruction the block would have reached."""
-    for k in reversed(range(plan.stack_args)):
-        gen.extend(ins.store_fast(f"{BODY_STACK}{k}"))
-    gen.pad_positions(plan.body)
-    # (after the stores: the handler's depth is the block's base.) 3.11+: the call is inside
-    # the block's own exception table entry, and the statement's handler merges the traceback
-    # first. 3.10: the statement's SETUP_* has run; the call gets a block of its own whose
-    # handler merges and raises on into the statement's.
-    mend = Label()
-    if ins.HAS_EXCEPTION_TABLE:
-        protected = TryBegin(label_of(plan.handler), own.push_lasti, own.stack_depth)
-        gen.label_raw(protected)
-    else:
-        protected = gen.protect(mend)
-    # The body function is called through `_C.call_owned`, which hands the references on this
-    # frame's value stack over to the body's frame, and a local the block may assign or delete
-    # holds None here while the body runs: the body's frame then holds the only reference, so
-    # `del x` or `x = ...` in the block frees the old value where plain Python does (a CALL
-    # keeps its arguments until it returns: with the hook installed no version inlines it).
-    # (The placeholder stays bound: the way from the handler to the code after the statement
-    # passes every bound local on, read or not; the plan guarantees none is read there. A way
-    # out stores the locals the block assigned and that are read after it.)
-    gen.extend(ins.with_null(ins.load_const(call_owned)))
-    _make_continuation(gen, code, plan.body, plan.closure_names)
-    for k in range(plan.stack_args):
-        gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
-    for k in range(plan.stack_args):
-        gen.extend(ins.delete_fast(f"{BODY_STACK}{k}"))
-    for name in plan.params:
-        gen.extend(ins.load_fast(name))
-        if name in plan.assigned:
-            gen.extend(ins.load_const(None) + ins.store_fast(name))
-    for name in plan.cell_args:
-        gen.extend(ins.load_closure(CellVar(name)))
-    gen.extend(ins.call(1 + plan.stack_args + len(plan.params) + len(plan.cell_args))
-               + ins.store_fast(BODY_RESULT))
-    if ins.HAS_EXCEPTION_TABLE:
-        gen.label_raw(TryEnd(protected))
-    else:
-        gen.unprotect(protected)
-
-    def item(*path: int) -> None:
-        gen.extend(ins.load_fast(BODY_RESULT))
-        for k in path:
-            gen.extend(ins.load_const(k) + ins.binary_subscr())
-
-    after_return = Label()
-    item(0)
-    gen.extend(ins.if_not_equal(region_body.RETURN, after_return))
-    item(1)
-    gen.extend(ins.delete_fast(BODY_RESULT) + ins.return_value())
-    gen.label(after_return)
-    for k, (target, above, names) in enumerate(plan.exits):
-        other = Label()
-        item(0)
-        gen.extend(ins.if_not_equal(region_body.EXIT + k, other))
-        for v in range(above):
-            item(1, v)
-        if names:
-            item(2)
-            gen.extend(ins.unpack_sequence(len(names)))
-            for name in names:
-                gen.extend(ins.store_fast(name))
-        gen.extend(ins.delete_fast(BODY_RESULT) + ins.jump_forward(label_of(target)))
-        gen.label(other)
-    gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
-    if not ins.HAS_EXCEPTION_TABLE:
-        gen.label(mend)
-        gen.extend(region_body.restore_after_exception(plan))
-        gen.fix_and_reraise(merge_body_traceback)
-
-
-def _emit_merge_traceback(gen: Codegen, lasti_below: int | None) -> None:
-    """In a handler of the call of a body function, with the exception on top of the stack:
-    `tracebacks.merge_body_traceback` (see `_emit_position_fix`). In a try/with handler it
-    comes after PUSH_EXC_INFO, so an exception from it (an interrupt) leaves through the
-    handler's cleanup as one raised in the handler would."""
-    _emit_position_fix(gen, merge_body_traceback, lasti_below)
-
-
-def _emit_position_fix(gen: Codegen, fix: Any, lasti_below: int | None) -> None:
-    """With the exception on top of the stack: call `fix` (a `tracebacks` function) on it; the
-    instruction index it answers replaces the frame position the handler pushed, `lasti_below`
-    values under the exception (None: none pushed), so that a ``RERAISE 1`` leaves the frame at
-    the statement that raised, as plain Python does. A Python call is fine here: transformed
-    code runs only while no trace or profile function is set."""
-    gen.extend(ins.with_null(ins.load_const(fix)) + ins.copy(2 + ins.NULL_SLOTS)
-               + ins.call(1))                              # ..., exc, index
-    if lasti_below is None:
-        gen.extend(ins.pop_top())
-        return
-    replace, done = Label(), Label()
-    gen.extend(ins.copy(1) + ins.if_not_equal(-1, replace)
-               + ins.pop_top() + ins.jump_forward(done))   # -1: leave the position as it is
-    gen.label(replace)
-    gen.extend(ins.swap(lasti_below + 2) + ins.pop_top())  # the index where the position was
-    gen.label(done)
-
-
-def _emit_loop_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> None:
-    """With the carried locals stored (and, for a ``for`` loop, the iterable on the stack): run
-    the loop here, calling the body function once per iteration (`loops.py` says what it
-    returns). The locals the body assigns and the loop never reads back (`LoopPlan.kept`) stay
-    in this frame with the value the last iteration gave them, as in plain Python, and go on to
-    the code after the loop (`resume_with_kept`), with the ones it leaves alone
-    (`LoopPlan.through`). The body gets the item, the kept locals and the carried ones it may
-    rebind through `_C.call_owned`, and this frame unbinds them meanwhile
-    (`LoopPlan.handed_over`): the body's frame holds the only reference, so a store there frees
-    the old value where plain Python does."""
-    head, other = Label(), Label()
-    on_stack = 1 if plan.iterates else 0  # the iterator
-    if plan.iterates:
-        gen.extend(ins.get_iter())
-    # (`loops.UNBOUND` until an iteration assigns one; a value it had before the loop that is
-    # cheap to pass is stored with the carried locals, `LoopPlan.kept_before`)
-    for name in plan.kept:
-        if name not in plan.kept_before:
-            gen.extend(ins.load_const(loops.UNBOUND) + ins.store_fast(name))
-    _make_continuation(gen, code, plan.body, plan.closure_names)
-    gen.extend(ins.store_fast(LOOP_BODY))
-    gen.label(head)
-    if plan.iterates:
-        done = Label()
-        gen.extend(ins.for_iter(done) + ins.store_fast(ITEM))
-    # The body stores these first thing: plain Python lets go of the previous value right there.
-    for name in plan.kept_first:
-        gen.extend(ins.delete_fast(name))
-    # An exception from the body passes a handler that takes the handed-over locals back from
-    # the body's frame and merges the call's traceback entry with the body's
-    # (`tracebacks.merge_body_traceback`), then raises it on from the statement that raised
-    # (RERAISE 1 adds no entry): one entry for the function at that line, as in plain Python,
-    # not also the loop's line.
-    mend = Label()
-    gen.pad_positions(plan.body)
-    protected = gen.protect(mend)
-    if plan.owned_call:
-        gen.extend(ins.with_null(ins.load_const(call_owned)) + ins.load_fast(LOOP_BODY))
-    else:
-        gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
-    if plan.iterates:
-        gen.extend(ins.load_fast(ITEM))
-        if plan.hands_item:
-            gen.extend(ins.delete_fast(ITEM))
-    handed = set(plan.handed_over)
-    for name in plan.carried + plan.params:
-        gen.extend(ins.load_fast(name))
-        if name in handed:
-            gen.extend(ins.delete_fast(name))
-    for name in plan.cell_args:
-        gen.extend(ins.load_closure(CellVar(name)))
-    gen.extend(ins.call(plan.owned_call + on_stack + len(plan.carried) + len(plan.params)
-                        + len(plan.cell_args))
-               + ins.store_fast(LOOP_RESULT))
-    gen.unprotect(protected)
-
-    def unpack(names: tuple[str, ...]) -> None:
-        """Store the values after the status, then let go of the result tuple (it would hold
-        them through the next call)."""
-        gen.extend(ins.load_fast(LOOP_RESULT) + ins.unpack_sequence(1 + len(names)) + ins.pop_top())
-        for name in names:
-            gen.extend(ins.store_fast(name))
-        gen.extend(ins.delete_fast(LOOP_RESULT))
-
-    def resume_with_kept(target: int, names: tuple[str, ...],
-                         unsure: tuple[tuple[str, ...], bool]) -> None:
-        """Call the resume function for `target` with `names`, of which the `unsure` ones may be
-        `loops.UNBOUND` (`LoopPlan.unsure`): those are deleted here and not passed (`f_locals`
-        shows what plain Python's would, were the rest to run in this frame). When they are
-        all bound, or all unbound, that is one resume function each; a mix continues in this
-        frame, in the plain copy of the rest (`_stay`). A loop body's own frames pass the
-        marker on (to the body's epilogue, which returns it)."""
-        maybe, together = unsure
-        if not maybe or in_loop_body(code):
-            _call_resume(gen, code, target, names)
-            return
-        some_unbound = Label()
-        for name in maybe:
-            gen.extend(ins.load_fast(name) + ins.if_is(loops.UNBOUND, some_unbound))
-        _call_resume(gen, code, target, names)
-        gen.label(some_unbound)
-        if not together:
-            mixed = Label()
-            for name in maybe:
-                unbound = Label()
-                gen.extend(ins.load_fast(name) + ins.if_is(loops.UNBOUND, unbound)
-                           + ins.jump_forward(mixed))
-                gen.label(unbound)
-        for name in maybe:
-            gen.extend(ins.delete_fast(name))
-        _call_resume(gen, code, target, tuple(name for name in names if name not in maybe))
-        if not together:
-            gen.label(mixed)
-            for name in maybe:
-                unbound, bound = Label(), Label()
-                gen.extend(ins.load_fast(name) + ins.if_is(loops.UNBOUND, unbound)
-                           + ins.jump_forward(bound))
-                gen.label(unbound)
-                gen.extend(ins.delete_fast(name))
-                gen.label(bound)
-            # (the plan made sure `_call_resume` registered the copy of the rest: see loops)
-            gen.extend(ins.jump_forward(gen.stay_entries[target][0]))
-
-    def status_is(value: int, otherwise: Label) -> None:
-        gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(0) + ins.binary_subscr())
-        gen.extend(ins.if_not_equal(value, otherwise))
-
-    status_is(loops.CONTINUE, other)
-    unpack(plan.carried + plan.kept)
-    gen.extend(ins.jump_backward(head))
-    gen.label(other)
-    after_return = Label()
-    status_is(loops.RETURN, after_return)
-    gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(1) + ins.binary_subscr())
-    gen.extend(ins.drop_below(on_stack))  # the iterator
-    gen.extend(ins.return_value())
-    gen.label(after_return)
-    for k, (target, returned) in enumerate(plan.exits):
-        after = Label()
-        status_is(loops.EXIT + k, after)
-        gen.extend(ins.pop_top() * on_stack)  # the iterator
-        names = loops.with_kept(returned, plan.kept)
-        unpack(names)
-        resume_with_kept(target, names + plan.through, plan.unsure(k))
-        gen.label(after)
-    gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
-    gen.label(mend)
-    _emit_take_back(gen, plan.handed_over + plan.kept_first)
-    gen.fix_and_reraise(merge_body_traceback)
-    if plan.iterates:
-        gen.label(done)
-        gen.extend(ins.loop_exit())
-        target, names = plan.done
-        resume_with_kept(target, names + plan.through + plan.kept, plan.unsure(None))
-
-
-def _emit_take_back(gen: Codegen, names: tuple[str, ...]) -> None:
-    """In the handler of an exception from a loop body's call (3.11+: the exception on top of
-    the stack; 3.10: the one being handled), before the body's frame is cleared: store into
-    `names` the values the body's frame had when it raised (`loops.taken_back`), leaving a
-    name the body's frame had unbound as it is. Net stack effect zero."""
-    if not names:
-        return
-    gen.extend(ins.with_null(ins.load_const(loops.taken_back)) + ins.load_const(names))
-    if ins.HAS_EXCEPTION_TABLE:
-        gen.extend(ins.copy(3 + ins.NULL_SLOTS) + ins.call(2))
-    else:
-        gen.extend(ins.call(1))
-    gen.extend(ins.unpack_sequence(len(names)))
-    for name in names:
-        unbound, stored = Label(), Label()
-        gen.extend(ins.copy(1) + ins.if_is(loops.UNBOUND, unbound) + ins.store_fast(name)
-                   + ins.jump_forward(stored))
-        gen.label(unbound)
-        gen.extend(ins.pop_top())
-        gen.label(stored)
+        call_resume(gen, code, j, names, depth)
 
 
 def _stay(gen: Codegen, code: types.CodeType, target: int, depth: int,

@@ -4,7 +4,8 @@ In: the original code object, the index of a ``for`` loop's GET_ITER (where the 
 the graph because the loop was too long to unroll or holds something it cannot capture) and the
 locals bound at that point. Out: a `LoopPlan`: the code object of the *body function* and what
 the loop driver passes to it and gets back, or None when the loop does not fit this scheme (the
-loop and the rest of the frame then run in plain Python).
+loop and the rest of the frame then run in plain Python). Called by
+`symbolic_convert._plan_loop`.
 
 The body function is a copy of the original code that starts right after the loop's FOR_ITER
 with the item pushed, and returns at every way out of one iteration:
@@ -13,11 +14,13 @@ with the item pushed, and returns at every way out of one iteration:
     (1, value)           a ``return`` inside the loop
     (2 + k, *exit_k)     a jump out of the loop (``break``) to exit k
 
-`codegen` writes the *driver* into the transformed code of the frame: it runs the ``for`` loop
+The *driver* goes into the transformed code of the frame (`LoopPlan.emit_driver`, which
+`codegen` calls where it writes the graph break before the loop): it runs the ``for`` loop
 itself, calls the body function once per item, stores what comes back, and after the loop calls
-the resume function of the code that follows. The body function is an ordinary function to the
-C hook, so each call is captured: the loop body becomes a graph that is reused while its guards
-hold (a body that specialises on the loop counter recompiles until `cache_size_limit`).
+the resume function of the code that follows. Both sides of this calling convention are here.
+The body function is an ordinary function to the C hook, so each call is captured: the loop
+body becomes a graph that is reused while its guards hold (a body that specialises on the loop
+counter recompiles until `cache_size_limit`).
 
 Every value crossing the boundary must be bound, since Python cannot pass an unbound local: the
 plan requires the locals the loop reads to be bound before it, and every local needed after an
@@ -67,11 +70,13 @@ from __future__ import annotations
 import types
 from dataclasses import dataclass
 
-from bytecode import Instr, Label, TryBegin, TryEnd
+from bytecode import CellVar, Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
+from ._C import call_owned
 from .bytecode_analysis import CodeMap, code_info
+from .codegen import Codegen, call_resume, make_continuation
 from .region_body import body_values
 from .resume import (
     continuation_code,
@@ -80,11 +85,15 @@ from .resume import (
     place_label,
     super_receiver,
 )
+from .tracebacks import merge_body_traceback
 
 __all__ = ["LoopPlan", "plan_loop", "taken_back", "ITEM", "UNBOUND"]
 
 ITEM = "___item"
 CONTINUE, RETURN, EXIT = 0, 1, 2
+#: the driver's locals: the body function, and what its last call returned
+LOOP_BODY = "___loop_body"
+LOOP_RESULT = "___loop_result"
 
 
 class _UnboundMeta(type):
@@ -172,6 +181,11 @@ class LoopPlan:
         continues in the driver's frame, see the module docstring)."""
         return _unsure(self.kept if exit is None else self.exit_unsure[exit],
                        self.always if exit is None else (), self.kept_before)
+
+    def emit_driver(self, gen: Codegen, code: types.CodeType) -> None:
+        """Write the driver of this loop into `gen`, the transformed code of `code` (see
+        `_emit_driver`)."""
+        _emit_driver(gen, code, self)
 
 
 def _unsure(names: tuple[str, ...], together: tuple[str, ...],
@@ -455,3 +469,161 @@ def _body_code(code, header, first, back, returned, exit_numbers, exit_live, dep
                                  cellvars=tuple(cell_args))
     mark_loop_body(new_code)
     return new_code
+
+
+def _emit_driver(gen: Codegen, code: types.CodeType, plan: LoopPlan) -> None:
+    """With the carried locals stored (and, for a ``for`` loop, the iterable on the stack): run
+    the loop here, calling the body function once per iteration (the module docstring says what
+    it returns). The locals the body assigns and the loop never reads back (`LoopPlan.kept`)
+    stay in this frame with the value the last iteration gave them, as in plain Python, and go
+    on to the code after the loop (`resume_with_kept`), with the ones it leaves alone
+    (`LoopPlan.through`). The body gets the item, the kept locals and the carried ones it may
+    rebind through `_C.call_owned`, and this frame unbinds them meanwhile
+    (`LoopPlan.handed_over`): the body's frame holds the only reference, so a store there frees
+    the old value where plain Python does."""
+    head, other = Label(), Label()
+    on_stack = 1 if plan.iterates else 0  # the iterator
+    if plan.iterates:
+        gen.extend(ins.get_iter())
+    # (`UNBOUND` until an iteration assigns one; a value it had before the loop that is
+    # cheap to pass is stored with the carried locals, `LoopPlan.kept_before`)
+    for name in plan.kept:
+        if name not in plan.kept_before:
+            gen.extend(ins.load_const(UNBOUND) + ins.store_fast(name))
+    make_continuation(gen, code, plan.body, plan.closure_names)
+    gen.extend(ins.store_fast(LOOP_BODY))
+    gen.label(head)
+    if plan.iterates:
+        done = Label()
+        gen.extend(ins.for_iter(done) + ins.store_fast(ITEM))
+    # The body stores these first thing: plain Python lets go of the previous value right there.
+    for name in plan.kept_first:
+        gen.extend(ins.delete_fast(name))
+    # An exception from the body passes a handler that takes the handed-over locals back from
+    # the body's frame and merges the call's traceback entry with the body's
+    # (`tracebacks.merge_body_traceback`), then raises it on from the statement that raised
+    # (RERAISE 1 adds no entry): one entry for the function at that line, as in plain Python,
+    # not also the loop's line.
+    mend = Label()
+    gen.pad_positions(plan.body)
+    protected = gen.protect(mend)
+    if plan.owned_call:
+        gen.extend(ins.with_null(ins.load_const(call_owned)) + ins.load_fast(LOOP_BODY))
+    else:
+        gen.extend(ins.with_null(ins.load_fast(LOOP_BODY)))
+    if plan.iterates:
+        gen.extend(ins.load_fast(ITEM))
+        if plan.hands_item:
+            gen.extend(ins.delete_fast(ITEM))
+    handed = set(plan.handed_over)
+    for name in plan.carried + plan.params:
+        gen.extend(ins.load_fast(name))
+        if name in handed:
+            gen.extend(ins.delete_fast(name))
+    for name in plan.cell_args:
+        gen.extend(ins.load_closure(CellVar(name)))
+    gen.extend(ins.call(plan.owned_call + on_stack + len(plan.carried) + len(plan.params)
+                        + len(plan.cell_args))
+               + ins.store_fast(LOOP_RESULT))
+    gen.unprotect(protected)
+
+    def unpack(names: tuple[str, ...]) -> None:
+        """Store the values after the status, then let go of the result tuple (it would hold
+        them through the next call)."""
+        gen.extend(ins.load_fast(LOOP_RESULT) + ins.unpack_sequence(1 + len(names)) + ins.pop_top())
+        for name in names:
+            gen.extend(ins.store_fast(name))
+        gen.extend(ins.delete_fast(LOOP_RESULT))
+
+    def resume_with_kept(target: int, names: tuple[str, ...],
+                         unsure: tuple[tuple[str, ...], bool]) -> None:
+        """Call the resume function for `target` with `names`, of which the `unsure` ones may be
+        `UNBOUND` (`LoopPlan.unsure`): those are deleted here and not passed (`f_locals`
+        shows what plain Python's would, were the rest to run in this frame). When they are
+        all bound, or all unbound, that is one resume function each; a mix continues in this
+        frame, in the plain copy of the rest (`codegen._stay`). A loop body's own frames pass the
+        marker on (to the body's epilogue, which returns it)."""
+        maybe, together = unsure
+        if not maybe or in_loop_body(code):
+            call_resume(gen, code, target, names)
+            return
+        some_unbound = Label()
+        for name in maybe:
+            gen.extend(ins.load_fast(name) + ins.if_is(UNBOUND, some_unbound))
+        call_resume(gen, code, target, names)
+        gen.label(some_unbound)
+        if not together:
+            mixed = Label()
+            for name in maybe:
+                unbound = Label()
+                gen.extend(ins.load_fast(name) + ins.if_is(UNBOUND, unbound)
+                           + ins.jump_forward(mixed))
+                gen.label(unbound)
+        for name in maybe:
+            gen.extend(ins.delete_fast(name))
+        call_resume(gen, code, target, tuple(name for name in names if name not in maybe))
+        if not together:
+            gen.label(mixed)
+            for name in maybe:
+                unbound, bound = Label(), Label()
+                gen.extend(ins.load_fast(name) + ins.if_is(UNBOUND, unbound)
+                           + ins.jump_forward(bound))
+                gen.label(unbound)
+                gen.extend(ins.delete_fast(name))
+                gen.label(bound)
+            # (the plan made sure `call_resume` registered the copy of the rest: see `_plan`)
+            gen.extend(ins.jump_forward(gen.stay_entries[target][0]))
+
+    def status_is(value: int, otherwise: Label) -> None:
+        gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(0) + ins.binary_subscr())
+        gen.extend(ins.if_not_equal(value, otherwise))
+
+    status_is(CONTINUE, other)
+    unpack(plan.carried + plan.kept)
+    gen.extend(ins.jump_backward(head))
+    gen.label(other)
+    after_return = Label()
+    status_is(RETURN, after_return)
+    gen.extend(ins.load_fast(LOOP_RESULT) + ins.load_const(1) + ins.binary_subscr())
+    gen.extend(ins.drop_below(on_stack))  # the iterator
+    gen.extend(ins.return_value())
+    gen.label(after_return)
+    for k, (target, returned) in enumerate(plan.exits):
+        after = Label()
+        status_is(EXIT + k, after)
+        gen.extend(ins.pop_top() * on_stack)  # the iterator
+        names = with_kept(returned, plan.kept)
+        unpack(names)
+        resume_with_kept(target, names + plan.through, plan.unsure(k))
+        gen.label(after)
+    gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
+    gen.label(mend)
+    _emit_take_back(gen, plan.handed_over + plan.kept_first)
+    gen.fix_and_reraise(merge_body_traceback)
+    if plan.iterates:
+        gen.label(done)
+        gen.extend(ins.loop_exit())
+        target, names = plan.done
+        resume_with_kept(target, names + plan.through + plan.kept, plan.unsure(None))
+
+
+def _emit_take_back(gen: Codegen, names: tuple[str, ...]) -> None:
+    """In the handler of an exception from a loop body's call (3.11+: the exception on top of
+    the stack; 3.10: the one being handled), before the body's frame is cleared: store into
+    `names` the values the body's frame had when it raised (`taken_back`), leaving a
+    name the body's frame had unbound as it is. Net stack effect zero."""
+    if not names:
+        return
+    gen.extend(ins.with_null(ins.load_const(taken_back)) + ins.load_const(names))
+    if ins.HAS_EXCEPTION_TABLE:
+        gen.extend(ins.copy(3 + ins.NULL_SLOTS) + ins.call(2))
+    else:
+        gen.extend(ins.call(1))
+    gen.extend(ins.unpack_sequence(len(names)))
+    for name in names:
+        unbound, stored = Label(), Label()
+        gen.extend(ins.copy(1) + ins.if_is(UNBOUND, unbound) + ins.store_fast(name)
+                   + ins.jump_forward(stored))
+        gen.label(unbound)
+        gen.extend(ins.pop_top())
+        gen.label(stored)

@@ -5,7 +5,10 @@ runs in plain Python inside transformed code, see `codegen._emit_region`), the s
 start, the locals bound there, and whether a ``with`` statement's context manager is known never
 to swallow an exception. Out: a `BodyPlan` whose *body function* holds the statement's protected
 block (the ``try`` body, or the ``with`` body), or None when the block does not fit this scheme
-(the statement then runs in plain Python as before).
+(the statement then runs in plain Python as before). Planned by `symbolic_convert` (which also
+asks `exit_never_swallows`); `codegen._emit_region` has the plan write the call in place of the
+block (`BodyPlan.emit_call`) and the start of the statement's handler
+(`BodyPlan.emit_in_handler`), so both sides of the calling convention below are in this module.
 
 The statement itself still runs as written inside the transformed code: ``BEFORE_WITH`` and the
 ``__exit__`` calls, the ``except`` clauses and ``finally`` code keep their real exception table.
@@ -41,19 +44,33 @@ the line that raised, so a traceback reads as it does in plain Python.
 
 from __future__ import annotations
 
+import dis
+import sys
 import types
+import warnings
 from dataclasses import dataclass
 
-from bytecode import Instr, Label, TryBegin, TryEnd
+import numpy as np
+from bytecode import CellVar, Instr, Label, TryBegin, TryEnd
 
 from . import compat
 from . import instructions as ins
+from ._C import call_owned
 from .bytecode_analysis import CodeMap, Region, code_info
+from .codegen import Codegen, make_continuation
+from .guards import Guard
 from .resume import STACK_PREFIX, continuation_code, super_receiver
+from .source import AttrSource, TypeSource
+from .tracebacks import merge_body_traceback
+from .variables.callables import UserObjectVariable
+from .variables.constant import ConstantVariable
 
 __all__ = ["BodyPlan", "plan_region_body", "RETURN", "EXIT"]
 
 RETURN, EXIT = 0, 1
+#: the calling frame's locals: what the body function returned, and the stack values passed to it
+BODY_RESULT = "___body_result"
+BODY_STACK = "___body_stack"
 _TERMINAL = ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE")
 #: (3.10) instructions that pop or read the frame's innermost block
 _BLOCK_USERS = ("POP_BLOCK", "POP_EXCEPT", "RERAISE", "END_ASYNC_FOR")
@@ -93,6 +110,22 @@ class BodyPlan:
         where plain Python does), stores what a way out returns, and, on the exception's way,
         what the body's frame had (`restore_after_exception`)."""
         return tuple(name for name in self.params if name in self.assigned)
+
+    def emit_call(self, gen: Codegen, code: types.CodeType, own: TryBegin, label_of) -> None:
+        """Write the call of the body function into `gen`, the transformed code of `code`, in
+        place of the block (`_emit_call`); `own` is the block's exception table entry,
+        `label_of` maps an instruction index of the statement to its label in `gen`."""
+        _emit_call(gen, code, self, own, label_of)
+
+    def emit_in_handler(self, gen: Codegen, lasti_below: int | None) -> None:
+        """(3.11+) At the start of the statement's handler, with the exception on top of the
+        stack (`lasti_below` as for `Codegen.fix_position`): take the handed-over locals back
+        from the body's frame (`restore_after_exception`), then merge the traceback entries of
+        the call and of the body's frame (`tracebacks.merge_body_traceback`). In a try/with
+        handler this comes after PUSH_EXC_INFO, so an exception from it (an interrupt) leaves
+        through the handler's cleanup as one raised in the handler would."""
+        gen.extend(restore_after_exception(self))
+        gen.fix_position(merge_body_traceback, lasti_below)
 
 
 _plans = CodeMap()  # (by identity: see bytecode_analysis.CodeMap)
@@ -372,8 +405,6 @@ def body_values(names: tuple[str, ...], exc: BaseException | None = None,
     it). `missing` for a name unbound there (None: the caller's placeholder; the plan
     guarantees no code on this way reads such a local), and all `missing` when the body's
     frame never started. (`loops.taken_back` asks for `loops.UNBOUND` instead.)"""
-    import sys
-
     if exc is None:
         exc = sys.exc_info()[1]
     tb = getattr(exc, "__traceback__", None)
@@ -394,6 +425,84 @@ def body_values(names: tuple[str, ...], exc: BaseException | None = None,
     return values
 
 
+def _emit_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: TryBegin,
+               label_of) -> None:
+    """In place of a try/with block (its stack values on the stack): call its body function
+    inside the block's exception table entry (an exception from it meets the statement's own
+    handler), then continue where it says (the module docstring lists what it returns): the
+    values it left on the stack are pushed back, the locals it assigned are stored, and the flow
+    goes on at the instruction the block would have reached."""
+    for k in reversed(range(plan.stack_args)):
+        gen.extend(ins.store_fast(f"{BODY_STACK}{k}"))
+    gen.pad_positions(plan.body)
+    # (after the stores: the handler's depth is the block's base.) 3.11+: the call is inside
+    # the block's own exception table entry, and the statement's handler merges the traceback
+    # first. 3.10: the statement's SETUP_* has run; the call gets a block of its own whose
+    # handler merges and raises on into the statement's.
+    mend = Label()
+    if ins.HAS_EXCEPTION_TABLE:
+        protected = TryBegin(label_of(plan.handler), own.push_lasti, own.stack_depth)
+        gen.label_raw(protected)
+    else:
+        protected = gen.protect(mend)
+    # The body function is called through `_C.call_owned`, which hands the references on this
+    # frame's value stack over to the body's frame, and a local the block may assign or delete
+    # holds None here while the body runs: the body's frame then holds the only reference, so
+    # `del x` or `x = ...` in the block frees the old value where plain Python does (a CALL
+    # keeps its arguments until it returns: with the hook installed no version inlines it).
+    # (The placeholder stays bound: the way from the handler to the code after the statement
+    # passes every bound local on, read or not; the plan guarantees none is read there. A way
+    # out stores the locals the block assigned and that are read after it.)
+    gen.extend(ins.with_null(ins.load_const(call_owned)))
+    make_continuation(gen, code, plan.body, plan.closure_names)
+    for k in range(plan.stack_args):
+        gen.extend(ins.load_fast(f"{BODY_STACK}{k}"))
+    for k in range(plan.stack_args):
+        gen.extend(ins.delete_fast(f"{BODY_STACK}{k}"))
+    for name in plan.params:
+        gen.extend(ins.load_fast(name))
+        if name in plan.assigned:
+            gen.extend(ins.load_const(None) + ins.store_fast(name))
+    for name in plan.cell_args:
+        gen.extend(ins.load_closure(CellVar(name)))
+    gen.extend(ins.call(1 + plan.stack_args + len(plan.params) + len(plan.cell_args))
+               + ins.store_fast(BODY_RESULT))
+    if ins.HAS_EXCEPTION_TABLE:
+        gen.label_raw(TryEnd(protected))
+    else:
+        gen.unprotect(protected)
+
+    def item(*path: int) -> None:
+        gen.extend(ins.load_fast(BODY_RESULT))
+        for k in path:
+            gen.extend(ins.load_const(k) + ins.binary_subscr())
+
+    after_return = Label()
+    item(0)
+    gen.extend(ins.if_not_equal(RETURN, after_return))
+    item(1)
+    gen.extend(ins.delete_fast(BODY_RESULT) + ins.return_value())
+    gen.label(after_return)
+    for k, (target, above, names) in enumerate(plan.exits):
+        other = Label()
+        item(0)
+        gen.extend(ins.if_not_equal(EXIT + k, other))
+        for v in range(above):
+            item(1, v)
+        if names:
+            item(2)
+            gen.extend(ins.unpack_sequence(len(names)))
+            for name in names:
+                gen.extend(ins.store_fast(name))
+        gen.extend(ins.delete_fast(BODY_RESULT) + ins.jump_forward(label_of(target)))
+        gen.label(other)
+    gen.extend(ins.load_const(None) + ins.return_value())  # (unreachable: every status is handled)
+    if not ins.HAS_EXCEPTION_TABLE:
+        gen.label(mend)
+        gen.extend(restore_after_exception(plan))
+        gen.fix_and_reraise(merge_body_traceback)
+
+
 def exit_never_swallows(vt, tx=None) -> bool:
     """Does the context manager tracked by `vt` never swallow an exception (its ``__exit__``
     never returns true)? Only what is known for sure: ``np.errstate`` and
@@ -401,13 +510,6 @@ def exit_never_swallows(vt, tx=None) -> bool:
     Python class read from a guarded source (`UserObjectVariable`: its type is guarded) whose
     ``__exit__`` is a plain function returning only None or False constants: with `tx`, that
     function and its code are guarded too (a class can be given another ``__exit__``)."""
-    import warnings
-
-    import numpy as np
-
-    from .variables.callables import UserObjectVariable
-    from .variables.constant import ConstantVariable
-
     if isinstance(vt, ConstantVariable):
         return vt.source is None and type(vt.value) in (np.errstate, warnings.catch_warnings)
     if isinstance(vt, UserObjectVariable):
@@ -417,9 +519,6 @@ def exit_never_swallows(vt, tx=None) -> bool:
         if not (isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
                 and vt.source is not None and tx is not None):
             return False
-        from .guards import Guard
-        from .source import AttrSource, TypeSource
-
         exit_source = AttrSource(TypeSource(vt.source), "__exit__")
         tx.output.add_guard(Guard(exit_source, "ID_MATCH", Guard.identity(exit_fn)))
         tx.output.add_guard(Guard(AttrSource(exit_source, "__code__"), "ID_MATCH",
@@ -429,8 +528,6 @@ def exit_never_swallows(vt, tx=None) -> bool:
 
 
 def _returns_only_falsy(code: types.CodeType) -> bool:
-    import dis
-
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
         return False
     previous = None

@@ -3,8 +3,8 @@ made to read as it does in plain Python.
 
 In: an exception caught by a handler of the transformed code around the call of a compiled
 graph (`codegen.Codegen.call_graph`) or of a body function (of a loop or of a try/with block,
-`codegen._emit_body_call`, `codegen._emit_loop_driver`), whose first traceback entry is the
-frame's own, at the call. Out: that entry replaced by one of the same frame at the source
+`loops.LoopPlan.emit_driver`, `region_body.BodyPlan.emit_call`), whose first traceback entry is
+the frame's own, at the call. Out: that entry replaced by one of the same frame at the source
 position of the user's statement that raised, and (body functions) the body's entry merged into
 it. The position must be the position of some instruction of the frame's code, since a
 printed traceback reads line and columns from the code at the entry's instruction: transformed

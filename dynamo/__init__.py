@@ -2,59 +2,11 @@
 
 ``dynamo.compile(fn)`` captures the NumPy operations of each frame run inside `fn` into a graph
 (through a PEP 523 frame-evaluation hook and a symbolic bytecode translator), guards it, and runs it
-through a backend. See README.md and docs/ for the tour.
+through a backend. See README.md and docs/ for the tour; docs/architecture.md for the layers.
+The public names come from `dynamo.api`.
 """
 
-from __future__ import annotations
-
-import sys
-
-if not (3, 10) <= sys.version_info[:2] <= (3, 13):
-    raise ImportError(
-        "npdynamo supports CPython 3.10, 3.11, 3.12 and 3.13 (its frame hook uses each "
-        "version's interpreter internals); this is Python %d.%d" % sys.version_info[:2]
-    )
-
-try:
-    from . import _C  # noqa: F401  (fail early with a clear message if the extension is missing)
-except ImportError as exc:  # pragma: no cover - only on a broken install
-    raise ImportError(
-        "npdynamo's C extension dynamo._C is not built; install with `pip install .` "
-        "(or run `python setup.py build_ext --inplace` in a source checkout)"
-    ) from exc
-
-from . import config
-from .backends import list_backends, lookup_backend, register_backend
-from .debug import cache_entries, explain
-from .dynamic_shapes import mark_dynamic, mark_static
-from .eval_frame import compile, disable, optimize, reset, run
-from .exc import FullGraphError, InternalError, Unsupported
-from .logs import _from_environment, set_logs
-from .markers import graph_break
-from .html_report import report
-
-__all__ = [
-    "compile",
-    "optimize",
-    "disable",
-    "run",
-    "reset",
-    "graph_break",
-    "mark_dynamic",
-    "mark_static",
-    "explain",
-    "cache_entries",
-    "report",
-    "register_backend",
-    "list_backends",
-    "lookup_backend",
-    "set_logs",
-    "config",
-    "Unsupported",
-    "FullGraphError",
-    "InternalError",
-]
-
-__version__ = "0.1.0"
-
-_from_environment()
+from .api import (  # noqa: F401  (the package hands on the public names of dynamo.api)
+    FullGraphError, InternalError, Unsupported, __all__, __version__, cache_entries, compile,
+    config, disable, explain, graph_break, list_backends, lookup_backend, mark_dynamic,
+    mark_static, optimize, register_backend, report, reset, run, set_logs)

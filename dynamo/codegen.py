@@ -50,10 +50,8 @@ from .variables.base import NullVariable, VariableTracker, made_while_tracing
 from .variables.containers import DictVariable, ListVariable, TupleVariable
 from .variables.constant import ConstantVariable
 
-if TYPE_CHECKING:  # (for annotations only: loops and region_body import this module)
-    from .loops import LoopPlan
+if TYPE_CHECKING:
     from .output_graph import GraphResult
-    from .region_body import BodyPlan
     from .side_effects import SideEffects
 
 __all__ = ["Codegen", "FrameExit", "ReturnExit", "BreakExit", "transform_code", "argument_names",
@@ -109,13 +107,13 @@ class BreakExit:
     plain_loop: str | None = None
     #: set when the break is before a ``for`` loop that runs in Python with its body as a
     #: function (`loops.LoopPlan`): the transformed code drives the loop (`LoopPlan.emit_driver`)
-    loop_plan: "LoopPlan | None" = None
+    loop_plan: Any = None  # (a `loops.LoopPlan`; loops builds on this module, so no type here)
     side_effects: "SideEffects | None" = None
     #: set when the break is before a ``try``/``with`` statement that runs in plain Python in
     #: the transformed code (`bytecode_analysis.Region`)
     region: "Region | None" = None
     #: the region's protected block as a body function, or None (the block runs in place)
-    region_body: "BodyPlan | None" = None
+    region_body: Any = None  # (a `region_body.BodyPlan`, likewise)
     #: graph breaks in a row, this one included, with no graph before them (0: this one ends a
     #: graph): recorded for the resume functions (`resume.note_empty_breaks`)
     empty_breaks: int = 0
@@ -525,7 +523,7 @@ def _load_closure(gen: Codegen, code: types.CodeType, names: tuple[str, ...]) ->
 
 
 def _emit_region(gen: Codegen, code: types.CodeType, region: Region,
-                 body: BodyPlan | None = None) -> None:
+                 body: Any = None) -> None:
     """The original instructions of a ``try``/``with`` statement, with their exception table
     entries and source positions, then for each way out of it a tail call of the resume
     function that continues there. With a `body` plan, the statement's protected block is a

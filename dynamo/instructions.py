@@ -26,7 +26,7 @@ from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, P
                      PY313, qualname)
 
 __all__ = [
-    "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "binary_subscr", "build_list", "build_map",
+    "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "UNBOUND", "Held", "binary_subscr", "build_list", "build_map",
     "build_tuple", "call", "call_self_form", "call_sequence", "copy", "copy_free_vars",
     "drop_below", "for_iter", "forward_jump", "function_in", "get_iter", "handler_pushes",
     "if_is", "if_not_equal", "install_cells", "jump_backward", "jump_forward", "jump_if_true",
@@ -106,6 +106,18 @@ class Held:
 
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+class _UnboundMeta(type):
+    def __repr__(cls) -> str:
+        return "<unbound local>"
+
+
+class UNBOUND(metaclass=_UnboundMeta):
+    """What a loop driver and its body function hold for a kept local no iteration has
+    assigned yet (`loops`), compared by identity; the translator guards on it
+    (`variables.finalizers.judge_iteration_value`). (A class: a copy is the same object, and
+    dropping it frees nothing.)"""
 
 
 def null_under_top() -> list[Instr]:

@@ -42,7 +42,7 @@ in the frame's locals. So:
   (`LoopPlan.hands_item`): it unbinds its own slots and calls the body through `_C.call_owned`,
   which moves the call's references into the body's frame, so the body's frame holds the only
   reference. (With nothing to hand over, a plain call is cheaper: `LoopPlan.owned_call`.)
-- A kept local no iteration assigned yet is `UNBOUND` in the driver, and the body receives and
+- A kept local no iteration assigned yet is `UNBOUND` (`instructions.UNBOUND`) in the driver, and the body receives and
   returns that marker like a value (it never reads the local before assigning it: the local is
   not live at the loop's head; and the body's frame is not the function's). Where the body
   rebinds such a local, its translator decides whether the old value's death may run code on
@@ -77,6 +77,7 @@ from . import instructions as ins
 from ._C import call_owned
 from .bytecode_analysis import CodeMap, code_info
 from .codegen import Codegen, call_resume, make_continuation
+from .instructions import UNBOUND
 from .region_body import body_values
 from .resume import (
     continuation_code,
@@ -87,24 +88,13 @@ from .resume import (
 )
 from .tracebacks import merge_body_traceback
 
-__all__ = ["LoopPlan", "plan_loop", "taken_back", "ITEM", "UNBOUND"]
+__all__ = ["LoopPlan", "plan_loop", "taken_back", "ITEM"]
 
 ITEM = "___item"
 CONTINUE, RETURN, EXIT = 0, 1, 2
 #: the driver's locals: the body function, and what its last call returned
 LOOP_BODY = "___loop_body"
 LOOP_RESULT = "___loop_result"
-
-
-class _UnboundMeta(type):
-    def __repr__(cls) -> str:
-        return "<unbound local>"
-
-
-class UNBOUND(metaclass=_UnboundMeta):
-    """What the loop driver and the body function hold for a kept local no iteration has
-    assigned yet (see the module docstring), compared by identity. (A class: a copy is the same
-    object, and dropping it frees nothing.)"""
 
 
 @dataclass(frozen=True)

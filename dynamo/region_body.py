@@ -404,7 +404,7 @@ def body_values(names: tuple[str, ...], exc: BaseException | None = None,
     entry, a frame of the same user function (the body, or a resume function that continued
     it). `missing` for a name unbound there (None: the caller's placeholder; the plan
     guarantees no code on this way reads such a local), and all `missing` when the body's
-    frame never started. (`loops.taken_back` asks for `loops.UNBOUND` instead.)"""
+    frame never started. (`loops.taken_back` asks for `instructions.UNBOUND` instead.)"""
     if exc is None:
         exc = sys.exc_info()[1]
     tb = getattr(exc, "__traceback__", None)

@@ -42,7 +42,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                                     "dynamo.region_body", "dynamo.break_exits")),
     ("translator", ("dynamo.value_opcodes", "dynamo.symbolic_convert")),
     ("frame", ("dynamo.compile_frame", "dynamo.convert_frame")),
-    ("front door", ("dynamo.eval_frame", "dynamo.debug", "dynamo.tools", "dynamo",
+    ("front door", ("dynamo.eval_frame", "dynamo.debug", "dynamo.tools", "dynamo.api", "dynamo",
                     "dynamo.__main__", "dynamo.pytest_plugin")),
 ]
 
@@ -59,8 +59,27 @@ HARD_LIMIT = 1000
 #: The budget of a source file not named in `BUDGETS`.
 DEFAULT_BUDGET = 500
 #: Line budgets of the files longer than `DEFAULT_BUDGET` (their size when the budget was last
-#: set, with a little room). A file that outgrows its budget fails this test.
+#: set, with a little room; the comment is its size then). A file that outgrows its budget fails
+#: this test.
 BUDGETS = {
+    "csrc/cpython_compat.h": 520,  # 501
+    "csrc/eval_frame.c": 1820,  # 1764
+    "csrc/gc_quiet.c": 590,  # 564
+    "csrc/guards.c": 1110,  # 1077
+    "csrc/small_call.c": 710,  # 682
+    "dynamo/backends/c/kernel.py": 730,  # 705
+    "dynamo/backends/c/small.py": 550,  # 529
+    "dynamo/codegen.py": 720,  # 695
+    "dynamo/guards.py": 750,  # 719
+    "dynamo/instructions.py": 570,  # 547
+    "dynamo/loops.py": 640,  # 619
+    "dynamo/output_graph.py": 610,  # 587
+    "dynamo/region_body.py": 570,  # 545
+    "dynamo/symbolic_convert.py": 840,  # 809
+    "dynamo/variables/callables.py": 870,  # 842
+    "dynamo/variables/containers.py": 610,  # 592
+    "fx/python_code.py": 530,  # 510
+    "fx/symbolic.py": 750,  # 723
 }
 
 PACKAGES = ("dynamo", "fx")

@@ -26,7 +26,7 @@ import numpy as np
 from fx.names import held_by
 
 from ..guards import Guard
-from ..loops import UNBOUND
+from ..instructions import UNBOUND
 from ..source import GetItemSource, Source
 from .base import NullVariable, VariableTracker
 from .callables import BuiltinVariable, MethodVariable, NumpyFunctionVariable, UserFunctionVariable

@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import loops
+from dynamo import instructions
 
 LOG: list = []
 REFS: list = []
@@ -700,6 +700,6 @@ def test_rebinding_an_inert_kept_local_does_not_break_the_graph():
 def test_unbound_marker_is_one_object():
     import copy
     import pickle
-    assert copy.deepcopy(loops.UNBOUND) is loops.UNBOUND
-    assert pickle.loads(pickle.dumps(loops.UNBOUND)) is loops.UNBOUND
-    assert repr(loops.UNBOUND) == "<unbound local>"
+    assert copy.deepcopy(instructions.UNBOUND) is instructions.UNBOUND
+    assert pickle.loads(pickle.dumps(instructions.UNBOUND)) is instructions.UNBOUND
+    assert repr(instructions.UNBOUND) == "<unbound local>"

@@ -631,7 +631,7 @@ def test_self_referencing_list_leaves_no_garbage(tmp_path):
 # free x: the calling frame still held it (its local, the CALL's argument on its value stack,
 # and the resume function's argument slot x came from); on 3.10 a reference cycle through the
 # handler's `e` then kept it alive past the call. The call hands its references over now
-# (`_C.call_owned`, codegen._emit_body_call; test_raise TestContext.test_3611).
+# (`_C.call_owned`, region_body.BodyPlan.emit_call; test_raise TestContext.test_3611).
 def test_del_in_a_try_body_frees_where_plain_python_does(tmp_path):
     same_as_plain(tmp_path, """
         import gc
@@ -660,7 +660,7 @@ def test_del_in_a_try_body_frees_where_plain_python_does(tmp_path):
     """)
 
 
-# Fixed (dynamo/loops.py, codegen's loop driver): a loop whose body runs as a body function left
+# Fixed (dynamo/loops.py, the loop driver): a loop whose body runs as a body function left
 # the body's locals behind when the loop ended; plain Python keeps the last `e` bound in the frame
 # until the function returns, so its object stays reachable (test_gc
 # GCCallbackTests.test_collect_garbage: after `for e in gc.garbage:` one Uncollectable pair).

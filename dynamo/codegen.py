@@ -2,7 +2,7 @@
 
 In: the original code object, the compiled graph (`GraphResult`, or None when the graph has no
 operations) and how the trace ended (`FrameExit`). Out: the transformed code object. Called by
-`symbolic_convert.compile_subgraph`, the one place where translation ends.
+`compile_frame.compile_subgraph`, the one place where translation ends.
 
 Every transformed code keeps the original's prefix (COPY_FREE_VARS, MAKE_CELL, RESUME), calls the
 compiled graph with its inputs reloaded from their sources, and then:

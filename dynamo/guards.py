@@ -1,7 +1,7 @@
 """Guards: the conditions under which a compiled frame may be reused.
 
 The translator records a `Guard` for every input it actually used (`VariableBuilder` does it when
-it wraps a real value). `build_check_fn` (called by `symbolic_convert` for every compiled frame)
+it wraps a real value). `build_check_fn` (called by `compile_frame` for every compiled frame)
 turns the ordered set into two equivalent things:
 
 * readable Python text, compiled into one function

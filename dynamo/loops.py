@@ -5,7 +5,7 @@ the graph because the loop was too long to unroll or holds something it cannot c
 locals bound at that point. Out: a `LoopPlan`: the code object of the *body function* and what
 the loop driver passes to it and gets back, or None when the loop does not fit this scheme (the
 loop and the rest of the frame then run in plain Python). Called by
-`symbolic_convert._plan_loop`.
+`compile_frame._plan_loop`.
 
 The body function is a copy of the original code that starts right after the loop's FOR_ITER
 with the item pushed, and returns at every way out of one iteration:
@@ -42,12 +42,12 @@ in the frame's locals. So:
   (`LoopPlan.hands_item`): it unbinds its own slots and calls the body through `_C.call_owned`,
   which moves the call's references into the body's frame, so the body's frame holds the only
   reference. (With nothing to hand over, a plain call is cheaper: `LoopPlan.owned_call`.)
-- A kept local no iteration assigned yet is `UNBOUND` (`instructions.UNBOUND`) in the driver, and the body receives and
-  returns that marker like a value (it never reads the local before assigning it: the local is
-  not live at the loop's head; and the body's frame is not the function's). Where the body
-  rebinds such a local, its translator decides whether the old value's death may run code on
-  the marker or on an earlier iteration's value: the decision is guarded
-  (`symbolic_convert`, `judge_iteration_value`). A value the local had before the loop
+- A kept local no iteration assigned yet is `instructions.UNBOUND` in the driver, and the body
+  receives and returns that marker like a value (it never reads the local before assigning it:
+  the local is not live at the loop's head; and the body's frame is not the function's). Where
+  the body rebinds such a local, its translator decides whether the old value's death may run
+  code on the marker or on an earlier iteration's value: the decision is guarded
+  (`variables.finalizers.judge_iteration_value`). A value the local had before the loop
   (`LoopPlan.kept_before`, set by the translator: the cheap ones) is the first iteration's.
 - Where the loop ends, the marker must not reach the function's own frames: the driver deletes
   the unbound ones and passes the bound ones on (`LoopPlan.unsure`). All bound, or none of the
@@ -128,7 +128,7 @@ class LoopPlan:
     #: locals bound before the loop that it never touches and nothing after it reads, stored
     #: before the loop and passed on after it anyway, as plain Python keeps them in the frame
     #: until the return (the translator's `kept_alive`: cheap to pass); set per compile by
-    #: `symbolic_convert._plan_loop` (the plan itself is cached per code)
+    #: `compile_frame._plan_loop` (the plan itself is cached per code)
     through: tuple[str, ...] = ()
     #: those of `kept` that the body assigns on every way through an iteration (bound once one
     #: ran)

@@ -5,7 +5,7 @@ runs in plain Python inside transformed code, see `codegen._emit_region`), the s
 start, the locals bound there, and whether a ``with`` statement's context manager is known never
 to swallow an exception. Out: a `BodyPlan` whose *body function* holds the statement's protected
 block (the ``try`` body, or the ``with`` body), or None when the block does not fit this scheme
-(the statement then runs in plain Python as before). Planned by `symbolic_convert` (which also
+(the statement then runs in plain Python as before). Planned by `break_exits.break_exit` (which also
 asks `exit_never_swallows`); `codegen._emit_region` has the plan write the call in place of the
 block (`BodyPlan.emit_call`) and the start of the statement's handler
 (`BodyPlan.emit_in_handler`), so both sides of the calling convention below are in this module.

@@ -372,14 +372,9 @@ def test_rebinding_an_argument_the_caller_gave_away_runs_its_finalizer_there():
     assert got == expected
 
 
-class _Finalized:
-    def __del__(self):
-        LOG.append("finalized")
-
-
 def _clears_a_list(x, held):
     y = x + 1
-    held.clear()  # (the last reference to a _Finalized: its __del__ runs here)
+    held.clear()  # (the last reference to a _Logged: its __del__ runs here)
     LOG.append("after")
     return y
 
@@ -400,10 +395,10 @@ def test_a_finalizer_run_by_a_replayed_change_is_not_overwritten(fn):
     # session the replay ran last-first: ['after', 'finalized']). Neither list.clear/pop nor
     # ``del`` of a value popped from a list is checked by check_drop.
     LOG.clear()
-    fn(np.ones(2), [_Finalized()])
+    fn(np.ones(2), [_Logged()])
     expected = list(LOG)
     LOG.clear()
-    dynamo.compile(fn, backend="eager")(np.ones(2), [_Finalized()])
+    dynamo.compile(fn, backend="eager")(np.ones(2), [_Logged()])
     got = list(LOG)
     LOG.clear()
     assert expected == ["finalized", "after"]

@@ -34,7 +34,8 @@ from .node import Node
 if TYPE_CHECKING:
     from .graph import Graph
 
-__all__ = ["PythonCode", "generate", "paced_frees"]
+__all__ = ["PythonCode", "generate", "paced_frees", "GraphWriter", "heap_bytes", "is_setitem",
+           "stack_comment"]
 
 
 _NUMBER = re.compile(r"^\d[\d_.]*(e[+-]?\d+)?j?$")
@@ -92,8 +93,9 @@ def _float_text(value: float) -> str:
     return f"float('{'-' if value < 0 else ''}inf')"
 
 
-class _Writer:
-    """Renders one graph: expressions for values, one statement per node."""
+class GraphWriter:
+    """Renders one graph: expressions for values, one statement per node. (The C backend's
+    program writer, `backends.c.program`, is one: it renders kernel calls the same way.)"""
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
@@ -251,7 +253,7 @@ class _Writer:
             self.attr_globals[node.name] = node.target
             self.globals[node.name] = None
             return []
-        if _is_setitem(node):
+        if is_setitem(node):
             obj, idx, val = node.args
             lines = [f"{self.operand(obj)}[{self.index(idx)}] = {self.value(val)}"]
             return lines + ([f"{node.name} = None"] if node.users else [])
@@ -275,7 +277,7 @@ class _Writer:
                     pending += value.all_input_nodes
                 elif value.op in ("call_function", "call_method"):
                     last[value] = node  # (arguments stay: the caller holds them anyway)
-            if not node.users and not _is_setitem(node):
+            if not node.users and not is_setitem(node):
                 last[node] = node  # computed for its effect only (it may warn or raise)
         found: dict[Node, list[Node]] = {}
         output = next((n for n in self.graph.nodes if n.op == "output"), None)
@@ -298,7 +300,7 @@ class _Writer:
             if dead and node.next.op != "output":  # (returning frees them anyway)
                 lines = lines + [f"del {', '.join(sorted(dead))}"]
             # The user's source line heads the statements made from it (shown once, not per node).
-            comment = _stack_comment(node.meta.get("stack"))
+            comment = stack_comment(node.meta.get("stack"))
             if comment and comment != previous_comment and lines:
                 body.append(f"    #{comment[3:]}")
             previous_comment = comment or previous_comment
@@ -337,7 +339,7 @@ _VIEW_FUNCTIONS = frozenset({operator.getitem, builtins.getattr, np.transpose, n
                              operator.imatmul})
 
 
-def _heap_bytes(node: Node) -> int:
+def heap_bytes(node: Node) -> int:
     """Bytes of the array a node's value holds (0 for scalars, unknown or symbolic sizes)."""
     meta = node.meta.get("val")
     shape = getattr(meta, "shape", None)
@@ -374,24 +376,24 @@ def paced_frees(steps: list[tuple[list[Node], list[Node]]]) -> list[list[str]]:
     for dying, defined in steps:
         now: list[str] = []
         for v in dying:
-            if PACE_MIN_BYTES <= _heap_bytes(v) <= PACE_MAX_BYTES:
+            if PACE_MIN_BYTES <= heap_bytes(v) <= PACE_MAX_BYTES:
                 pending.append(v)
             else:
                 now.append(v.name)
         for d in defined:
-            size = _heap_bytes(d) if _allocates(d) else 0
-            match = next((p for p in pending if _heap_bytes(p) == size), None) if size else None
+            size = heap_bytes(d) if _allocates(d) else 0
+            match = next((p for p in pending if heap_bytes(p) == size), None) if size else None
             if match is not None:
                 pending.remove(match)
                 now.append(match.name)
         while pending and (len(pending) > PACE_MAX_PENDING
-                           or sum(map(_heap_bytes, pending)) > PACE_MAX_PENDING_BYTES):
+                           or sum(map(heap_bytes, pending)) > PACE_MAX_PENDING_BYTES):
             now.append(pending.pop(0).name)
         out.append(now)
     return out
 
 
-def _is_setitem(node: Node) -> bool:
+def is_setitem(node: Node) -> bool:
     return (node.op == "call_function" and node.target is operator.setitem and not node.kwargs
             and len(node.args) == 3)
 
@@ -491,7 +493,7 @@ def _balanced(text: str) -> bool:
     return depth == 0
 
 
-def _stack_comment(stack: Any) -> str:
+def stack_comment(stack: Any) -> str:
     """``  # File: f.py:3 in f, code: y = ...`` from ``meta["stack"]`` (str or list of lines)."""
     if not stack:
         return ""
@@ -505,6 +507,6 @@ def _stack_comment(stack: Any) -> str:
 
 def generate(graph: Graph, fn_name: str = "forward") -> PythonCode:
     """Source of ``def fn_name(<placeholders>)`` for ``graph`` plus the globals it needs."""
-    writer = _Writer(graph)
+    writer = GraphWriter(graph)
     src = writer.source(fn_name)
     return PythonCode(src, writer.globals, writer.attr_globals, writer.line_nodes)

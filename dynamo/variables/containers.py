@@ -545,7 +545,8 @@ def _check_removal(tx, lst: ListVariable, name: str) -> None:
 
 
 class DictMethodVariable(VariableTracker):
-    """``d.get``, ``d.keys``, ``d.values``, ``d.items`` of a dict with known keys."""
+    """``d.get`` and the other methods of `DICT_ARITY` of a dict with known keys, run on its
+    trackers (``keys``/``values``/``items`` give live views)."""
 
     def __init__(self, d: DictVariable, name: str) -> None:
         self.d = d
@@ -556,37 +557,62 @@ class DictMethodVariable(VariableTracker):
         codegen.extend(ins.load_attr(self.name))
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        items = self.d.items
         if kwargs and self.name != "update":
             raise Unsupported(f"dict.{self.name}() with keyword arguments")
         _check_arity("dict", self.name, args, DICT_ARITY)
-        if self.name in ("update", "pop", "setdefault"):
-            self.d.check_mutable()
-        if self.name == "update":
-            if len(args) > 1:
-                raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
-            for arg in args:
-                if not isinstance(arg, DictVariable):
-                    raise Unsupported("dict.update() from a value that is not a dict")
-                self.d.merge(arg)
-            items.update(kwargs)  # (keyword names: str constants)
-            return ConstantVariable(None)
-        if self.name == "copy":
-            return DictVariable(dict(items), key_trackers=self.d.key_trackers)
-        if self.name in ("pop", "setdefault"):
-            key = args[0].as_python_constant()
-            run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
-            if self.name == "setdefault":
-                if key not in items:
-                    self.d.put(key, args[0], args[1] if len(args) > 1 else ConstantVariable(None))
-                return items[key]
-            if key in items:
-                return self.d.remove(key)
-            if len(args) > 1:
-                return args[1]
-            raise user_error(KeyError, repr(key))
-        if self.name == "get":
-            key = args[0].as_python_constant()
-            found = run_user_op(operator.contains, items, key)
-            return items[key] if found else (args[1] if len(args) > 1 else ConstantVariable(None))
-        return DictViewVariable(self.d, self.name)  # keys, values, items: a live view
+        return _DICT_METHODS[self.name](self.d, self.name, args, kwargs)
+
+
+def _dict_update(d: DictVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    d.check_mutable()
+    if len(args) > 1:
+        raise user_error(TypeError, f"update expected at most 1 argument, got {len(args)}")
+    for arg in args:
+        if not isinstance(arg, DictVariable):
+            raise Unsupported("dict.update() from a value that is not a dict")
+        d.merge(arg)
+    d.items.update(kwargs)  # (keyword names: str constants)
+    return ConstantVariable(None)
+
+
+def _dict_copy(d: DictVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    return DictVariable(dict(d.items), key_trackers=d.key_trackers)
+
+
+def _hashed_key(arg: VariableTracker) -> Any:
+    key = arg.as_python_constant()
+    run_user_op(hash, key)  # (an unhashable key raises TypeError, as in Python)
+    return key
+
+
+def _dict_setdefault(d: DictVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    d.check_mutable()
+    key = _hashed_key(args[0])
+    if key not in d.items:
+        d.put(key, args[0], args[1] if len(args) > 1 else ConstantVariable(None))
+    return d.items[key]
+
+
+def _dict_pop(d: DictVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    d.check_mutable()
+    key = _hashed_key(args[0])
+    if key in d.items:
+        return d.remove(key)
+    if len(args) > 1:
+        return args[1]
+    raise user_error(KeyError, repr(key))
+
+
+def _dict_get(d: DictVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    key = args[0].as_python_constant()
+    found = run_user_op(operator.contains, d.items, key)
+    return d.items[key] if found else (args[1] if len(args) > 1 else ConstantVariable(None))
+
+
+def _dict_view(d: DictVariable, name: str, args: list, kwargs: dict) -> VariableTracker:
+    return DictViewVariable(d, name)  # keys, values, items: a live view
+
+
+_DICT_METHODS = {"update": _dict_update, "copy": _dict_copy, "setdefault": _dict_setdefault,
+                 "pop": _dict_pop, "get": _dict_get, "keys": _dict_view, "values": _dict_view,
+                 "items": _dict_view}

@@ -233,3 +233,31 @@ def test_compile_models_empties_the_trackers_of_its_own_scope_only():
     assert vars(outer) == {}  # (cycle broken: freed by reference counting)
     after = ListVariable([before])
     assert before.items == [] and after.items == [before]
+
+
+def test_every_list_and_dict_method_the_translator_accepts_has_a_handler():
+    # (a name in the arity tables without a handler would raise KeyError while tracing)
+    from dynamo.variables import containers
+
+    assert set(containers._LIST_METHODS) == set(containers.LIST_ARITY)
+    assert set(containers._DICT_METHODS) == set(containers.DICT_ARITY)
+
+
+@pytest.mark.parametrize("method, args", [
+    ("get", ("a",)), ("get", ("z", 0)), ("keys", ()), ("values", ()), ("items", ()),
+    ("copy", ()), ("pop", ("a",)), ("pop", ("z", 5)), ("setdefault", ("b", 7)),
+    ("setdefault", ("a", 7)), ("update", ({"q": 1},)),
+])
+def test_dict_methods_on_a_dict_made_in_the_frame(method, args):
+    def fn(x):
+        d = {"a": x + 1, "b": x * 2}
+        if method in ("keys", "values", "items"):
+            return x * 3, d, list(getattr(d, method)(*args))
+        return x * 3, d, getattr(d, method)(*args)
+
+    x = np.arange(3.0)
+    expected = fn(x)
+    got = dynamo.compile(fn, backend="eager")(x)
+    assert repr(got) == repr(expected)
+    explained = dynamo.explain(fn)(x)  # (run by the translator, not left to Python)
+    assert explained.graph_count == 1 and not explained.break_reasons, explained.break_reasons

@@ -41,7 +41,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
-from fx.python_code import PACE_MIN_BYTES, _heap_bytes
+from fx.python_code import PACE_MIN_BYTES, heap_bytes
 
 from .c_flags import ARITHMETIC, keeps, raises_fp
 from .loop_ir import (
@@ -359,9 +359,9 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         # frees it before computing n; a shared kernel would hold both (and several large
         # outputs at once: nbody's three `d * inv_r3` for three `@ mass`), raising the peak
         # and the page faults of fresh blocks (docs/benchmarks.md).
-        if _heap_bytes(n) < PACE_MIN_BYTES:
+        if heap_bytes(n) < PACE_MIN_BYTES:
             return None
-        return next((r for r in g["roots"] if _heap_bytes(r) >= PACE_MIN_BYTES and r.users
+        return next((r for r in g["roots"] if heap_bytes(r) >= PACE_MIN_BYTES and r.users
                      and all(pos[u] < pos[n] for u in r.users)), None)
 
     for n in nodes:

@@ -42,7 +42,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from fx.python_code import _is_setitem, _stack_comment, _Writer, paced_frees
+from fx.python_code import GraphWriter, is_setitem, paced_frees, stack_comment
 from fx.graph_module import register_generated
 from fx.locations import relocate
 from fx.weak import on_death
@@ -61,7 +61,7 @@ def _is_kernel(item: Any) -> bool:
     return isinstance(item, (PointwiseKernel, ReductionKernel))
 
 
-class _ProgramWriter(_Writer):
+class _ProgramWriter(GraphWriter):
     """fx's statement printer over contexts (the program body, each kernel's NumPy path)
     instead of one graph in graph order: nesting and deletion are decided per context."""
 
@@ -121,7 +121,7 @@ class _ProgramWriter(_Writer):
                 defs.append(set(e.out_nodes))
             else:
                 reads.append(self.reads(e))
-                named = e.op in _CALLS and (not _is_setitem(e) or bool(e.users))
+                named = e.op in _CALLS and (not is_setitem(e) or bool(e.users))
                 defs.append({e} if named else set())
         live = set(results)
         dying: list[list[Any]] = [[] for _ in items]
@@ -155,7 +155,7 @@ class _ProgramWriter(_Writer):
                 previous = ""
             else:
                 stmts = self.statements(e)
-                comment = _stack_comment(e.meta.get("stack"))
+                comment = stack_comment(e.meta.get("stack"))
                 if comment and comment != previous and stmts:
                     lines.append(f"#{comment[3:]}")
                 previous = comment or previous
@@ -277,7 +277,7 @@ class Program:
         # ``# File:`` comment heads: any node of that line places it (warnings, tracebacks).
         headed: dict[str, Any] = {}
         for n in graph.nodes:
-            comment = _stack_comment(n.meta.get("stack"))
+            comment = stack_comment(n.meta.get("stack"))
             if comment:
                 headed.setdefault(f"#{comment[3:]}".strip(), n)
         current = None

@@ -15,22 +15,28 @@ keep alive (`kept_alive`), so lifetimes and ``f_locals`` stay as in plain Python
 
 from __future__ import annotations
 
+import dis
+import types
+import warnings
 
+import numpy as np
 from bytecode import Instr
 
 from . import compat, config
 from . import instructions as ins
 from .codegen import BreakExit
 from .exc import Unsupported, UserCodeError
-from .region_body import exit_never_swallows, plan_region_body
+from .guards import Guard
+from .region_body import plan_region_body
 from .resume import STACK_PREFIX, in_loop_body
+from .source import AttrSource, TypeSource
 from .variables.base import NullVariable
+from .variables.callables import UserObjectVariable
 from .variables.constant import ConstantVariable
 from .variables.constant import _immutable as is_immutable
 from .variables.functions import NestedFunctionVariable
 from .variables.lazy import LazyVariable, realize
 from .variables.operators import NAMED_BINARY_OPS
-
 
 __all__ = ["break_kind", "break_exit", "kept_alive", "region_at", "BREAKABLE"]
 
@@ -125,6 +131,7 @@ def region_bound(tx, index: int) -> frozenset[str]:
     cells = set(tx.code.co_cellvars) | set(tx.code.co_freevars)
     return frozenset(name for name in present if name not in cells)
 
+
 def never_swallows(tx, index: int) -> bool:
     """Is the statement at `index` a ``with`` whose context manager's ``__exit__`` never
     returns true (never swallows an exception)? Known for ``np.errstate`` and
@@ -133,7 +140,7 @@ def never_swallows(tx, index: int) -> bool:
     if tx.instructions[index].name not in ("BEFORE_WITH", "SETUP_WITH") or not tx.stack:
         return False
     tx.stack[-1] = realize(tx.stack[-1])  # (what it is: guarded, as the answer needs)
-    return exit_never_swallows(tx.stack[-1], tx)
+    return manager_never_swallows(tx.stack[-1], tx)
 
 def break_exit(tx) -> BreakExit:
     """How the frame continues when the trace stops before instruction `tx.ip`."""
@@ -225,3 +232,44 @@ def bool_then_jump(tx, index: int) -> bool:
     return (tx.instructions[index].name == "TO_BOOL" and index + 1 < len(tx.instructions)
             and tx.instructions[index + 1].name in CONDITIONAL_JUMPS)
 
+
+def manager_never_swallows(vt, tx) -> bool:
+    """Does the context manager tracked by `vt` never swallow an exception (its ``__exit__``
+    never returns true)? Only what is known for sure: ``np.errstate`` and
+    ``warnings.catch_warnings`` made in the frame (their type is certain), and an object of a
+    Python class read from a guarded source (`UserObjectVariable`: its type is guarded) whose
+    ``__exit__`` is a plain function returning only None or False constants: that function and
+    its code are guarded too (a class can be given another ``__exit__``)."""
+    if isinstance(vt, ConstantVariable):
+        return vt.source is None and type(vt.value) in (np.errstate, warnings.catch_warnings)
+    if isinstance(vt, UserObjectVariable):
+        # Looked up in the class dicts, never through a descriptor's __get__ (that runs code).
+        exit_fn = next((vars(klass)["__exit__"] for klass in type(vt.value).__mro__
+                        if "__exit__" in vars(klass)), None)
+        if not (isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
+                and vt.source is not None):
+            return False
+        exit_source = AttrSource(TypeSource(vt.source), "__exit__")
+        tx.output.add_guard(Guard(exit_source, "ID_MATCH", Guard.identity(exit_fn)))
+        tx.output.add_guard(Guard(AttrSource(exit_source, "__code__"), "ID_MATCH",
+                                  Guard.identity(exit_fn.__code__)))
+        return True
+    return False
+
+
+def _returns_only_falsy(code: types.CodeType) -> bool:
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
+        return False
+    previous = None
+    for inst in dis.get_instructions(code):
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST") and inst.is_jump_target:
+            return False  # (the value may come from another way there)
+        if inst.opname == "RETURN_VALUE":
+            if previous is None or previous.opname != "LOAD_CONST" or \
+                    previous.argval not in (None, False):
+                return False
+        elif inst.opname == "RETURN_CONST" and inst.argval not in (None, False):
+            return False
+        if inst.opname not in ("EXTENDED_ARG", "CACHE"):
+            previous = inst
+    return True

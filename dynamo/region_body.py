@@ -5,8 +5,8 @@ runs in plain Python inside transformed code, see `codegen._emit_region`), the s
 start, the locals bound there, and whether a ``with`` statement's context manager is known never
 to swallow an exception. Out: a `BodyPlan` whose *body function* holds the statement's protected
 block (the ``try`` body, or the ``with`` body), or None when the block does not fit this scheme
-(the statement then runs in plain Python as before). Planned by `break_exits.break_exit` (which also
-asks `exit_never_swallows`); `codegen._emit_region` has the plan write the call in place of the
+(the statement then runs in plain Python as before). Planned by `break_exits.break_exit` (which
+also decides whether a ``with`` manager never swallows); `codegen._emit_region` has the plan write the call in place of the
 block (`BodyPlan.emit_call`) and the start of the statement's handler
 (`BodyPlan.emit_in_handler`), so both sides of the calling convention below are in this module.
 
@@ -44,13 +44,10 @@ the line that raised, so a traceback reads as it does in plain Python.
 
 from __future__ import annotations
 
-import dis
 import sys
 import types
-import warnings
 from dataclasses import dataclass
 
-import numpy as np
 from bytecode import CellVar, Instr, Label, TryBegin, TryEnd
 
 from . import compat
@@ -58,12 +55,8 @@ from . import instructions as ins
 from ._C import call_owned
 from .bytecode_analysis import CodeMap, Region, code_info
 from .codegen import Codegen, make_continuation
-from .guards import Guard
 from .resume import STACK_PREFIX, continuation_code, super_receiver
-from .source import AttrSource, TypeSource
 from .tracebacks import merge_body_traceback
-from .variables.callables import UserObjectVariable
-from .variables.constant import ConstantVariable
 
 __all__ = ["BodyPlan", "plan_region_body", "RETURN", "EXIT"]
 
@@ -501,45 +494,3 @@ def _emit_call(gen: Codegen, code: types.CodeType, plan: BodyPlan, own: TryBegin
         gen.label(mend)
         gen.extend(restore_after_exception(plan))
         gen.fix_and_reraise(merge_body_traceback)
-
-
-def exit_never_swallows(vt, tx=None) -> bool:
-    """Does the context manager tracked by `vt` never swallow an exception (its ``__exit__``
-    never returns true)? Only what is known for sure: ``np.errstate`` and
-    ``warnings.catch_warnings`` made in the frame (their type is certain), and an object of a
-    Python class read from a guarded source (`UserObjectVariable`: its type is guarded) whose
-    ``__exit__`` is a plain function returning only None or False constants: with `tx`, that
-    function and its code are guarded too (a class can be given another ``__exit__``)."""
-    if isinstance(vt, ConstantVariable):
-        return vt.source is None and type(vt.value) in (np.errstate, warnings.catch_warnings)
-    if isinstance(vt, UserObjectVariable):
-        # Looked up in the class dicts, never through a descriptor's __get__ (that runs code).
-        exit_fn = next((vars(klass)["__exit__"] for klass in type(vt.value).__mro__
-                        if "__exit__" in vars(klass)), None)
-        if not (isinstance(exit_fn, types.FunctionType) and _returns_only_falsy(exit_fn.__code__)
-                and vt.source is not None and tx is not None):
-            return False
-        exit_source = AttrSource(TypeSource(vt.source), "__exit__")
-        tx.output.add_guard(Guard(exit_source, "ID_MATCH", Guard.identity(exit_fn)))
-        tx.output.add_guard(Guard(AttrSource(exit_source, "__code__"), "ID_MATCH",
-                                  Guard.identity(exit_fn.__code__)))
-        return True
-    return False
-
-
-def _returns_only_falsy(code: types.CodeType) -> bool:
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):  # generator, coroutine, async generator
-        return False
-    previous = None
-    for inst in dis.get_instructions(code):
-        if inst.opname in ("RETURN_VALUE", "RETURN_CONST") and inst.is_jump_target:
-            return False  # (the value may come from another way there)
-        if inst.opname == "RETURN_VALUE":
-            if previous is None or previous.opname != "LOAD_CONST" or \
-                    previous.argval not in (None, False):
-                return False
-        elif inst.opname == "RETURN_CONST" and inst.argval not in (None, False):
-            return False
-        if inst.opname not in ("EXTENDED_ARG", "CACHE"):
-            previous = inst
-    return True

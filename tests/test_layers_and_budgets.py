@@ -74,10 +74,9 @@ BUDGETS = {
     "dynamo/instructions.py": 570,  # 547
     "dynamo/loops.py": 640,  # 619
     "dynamo/output_graph.py": 610,  # 587
-    "dynamo/region_body.py": 570,  # 545
     "dynamo/symbolic_convert.py": 840,  # 809
     "dynamo/variables/callables.py": 870,  # 842
-    "dynamo/variables/containers.py": 610,  # 592
+    "dynamo/variables/containers.py": 640,  # 618
     "fx/python_code.py": 530,  # 510
     "fx/symbolic.py": 750,  # 723
 }

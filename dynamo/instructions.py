@@ -366,13 +366,6 @@ def if_is(value: Any, target: Label) -> list[Instr]:
             Instr("POP_JUMP_FORWARD_IF_TRUE" if PY == (3, 11) else "POP_JUMP_IF_TRUE", target)]
 
 
-def if_none(target: Label) -> list[Instr]:
-    """Pop the top; jump forward to `target` if it is None."""
-    if PY310:
-        return [Instr("LOAD_CONST", None), Instr("IS_OP", 0), Instr("POP_JUMP_IF_TRUE", target)]
-    return [Instr("POP_JUMP_IF_NONE" if PY312 else "POP_JUMP_FORWARD_IF_NONE", target)]
-
-
 def reraise(restore_position: bool = False) -> list[Instr]:
     """Raise the exception on top of the stack again, adding no traceback entry; with
     `restore_position`, the frame's position is first set from the instruction index under the

@@ -320,7 +320,7 @@ def _pin_runtime_libraries() -> None:
         # garbage the cyclic collector must free (type objects are cycles).
         from _ctypes import dlopen
     except ImportError:  # pragma: no cover - not POSIX
-        import ctypes
+        import ctypes  # (only where the bare dlopen is missing)
 
         def dlopen(name: str, mode: int) -> Any:
             return ctypes.CDLL(name, mode=mode)
@@ -359,7 +359,7 @@ def _load(entry: Path) -> tuple[Any, Any]:
 
 def _write_ffi_module(cdef: str, module_name: str, target: Path) -> None:
     import cffi  # only needed when building; its parser is slow to import
-    from cffi import recompiler
+    from cffi import recompiler  # (likewise)
 
     ffi = cffi.FFI()
     ffi.cdef(cdef)

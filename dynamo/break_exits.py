@@ -165,7 +165,7 @@ def break_exit(tx) -> BreakExit:
         return _drop_exit(tx, index, inst)
     span = 1  # (how many of the frame's instructions `run` stands for)
     pushed_layout = None  # (NULL slots the continuation's stack has that `run` did not push)
-    if kind in ("before", "loop"):
+    if kind in ("before", "loop", "kernel"):
         run: list[Instr] = []
         consumed = 0
     elif inst.name == "CALL":

@@ -31,7 +31,7 @@ from . import _C
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
     "emit_warnings",
-    "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies",
+    "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies", "loop_kernels",
     "debug_insert_nops",
     "check_accuracy", "repro_dir",
     "dump_dir",
@@ -260,6 +260,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "own, which is captured (graphs under np.errstate, in try bodies). False: the whole "
            "statement runs in plain Python.", env="DYNAMO_CAPTURE_TRY_BODIES",
            parse_env=_env_bool),
+    Option("loop_kernels", True, _bool,
+           "True: with the C backend, a loop of the frame that lowers (for over range, while; "
+           "scalar arithmetic and array elements) runs as one C kernel, exact by "
+           "deoptimisation (docs/loops.md). False: loops are unrolled or run in Python.",
+           env="DYNAMO_LOOP_KERNELS", parse_env=_env_bool),
     Option("debug_insert_nops", False, _bool,
            "True (testing npdynamo itself): every code object npdynamo generates (transformed "
            "code, resume, loop and try/with body functions) gets a NOP before each instruction "
@@ -322,6 +327,7 @@ max_instructions: int
 max_trace_seconds: float
 max_empty_breaks: int
 capture_try_bodies: bool
+loop_kernels: bool
 debug_insert_nops: bool
 check_accuracy: bool
 repro_dir: str

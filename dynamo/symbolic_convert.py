@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from bytecode import CellVar, FreeVar, Instr, Label
 
-from . import compat, config, trace_rules
+from . import compat, config, loop_kernels, trace_rules
 from . import instructions as ins
 from .break_exits import break_exit
 from .bytecode_analysis import code_info
@@ -85,6 +85,12 @@ class InstructionTranslator(ValueOpcodes):
         #: or the entry would also match the next call that does not raise
         #: (raise_on_empty_args_unguarded)
         self.guard_operands = False
+        #: outermost loops that may become a C loop kernel (`loop_kernels`; first pass only,
+        #: the frame's own code only)
+        self.kernel_entries: set[int] = (
+            loop_kernels.loop_entries(self.info)
+            if break_at is None and frame.f_code is code and loop_kernels.wants_kernels(self)
+            else set())
         self.break_exit: BreakExit | None = None
         self.index: int | None = 0  # the instruction being run
         self.stack: list[VariableTracker] = []
@@ -119,6 +125,11 @@ class InstructionTranslator(ValueOpcodes):
                     self.stack[:] = [realize(vt) for vt in self.stack]
                 self.break_exit = break_exit(self)
                 return
+            if self.ip in self.kernel_entries:
+                self.kernel_entries.discard(self.ip)
+                found = loop_kernels.plan(self, self.ip)
+                if found is not None:
+                    raise loop_kernels.KernelHere(self.ip, found.reason)
             if self.steps & 255 == 255 or self.total_steps() > config.max_instructions:
                 self.check_budget()
             body = self.speculated_body

@@ -465,4 +465,8 @@ def make_backend(**options: Any) -> Callable[[Any, Sequence[Any]], Callable[...,
         return compile_graph(gm, example_inputs, **options)
 
     backend.__name__ = "c_backend"
+    backend.loop_kernels = True  # (dynamo.loop_kernels: loops of the frame may become kernels)
     return backend
+
+
+compile_graph.loop_kernels = True  # (dynamo.loop_kernels: see make_backend)

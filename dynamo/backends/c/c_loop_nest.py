@@ -1,0 +1,378 @@
+"""A lowered loop nest (`dynamo.loop_nest.ir.LoopNest`) as one C function, built and called.
+
+In: a `LoopNest`. Out: a `LoopKernel`, called by the transformed code where the loop stood
+(`dynamo.loop_kernels` writes that call) with the range the loop iterates and the values of
+the locals the loop uses. It returns ``(k, values, extra)``:
+
+* ``k >= 1``: the loop left by its way out k (``nest.exits[k-1]``); `values` are the loop's
+  locals afterwards (`instructions.UNBOUND` for one left unbound); `extra` is the returned
+  value for a ``return`` inside the loop.
+* ``k == 0``: *deoptimised*. Something in the current iteration of the outermost loop would
+  not compute in C what Python computes (see `loop_nest.scalars`), an index was out of range,
+  or Ctrl-C was pressed: every array element the iteration wrote was put back (an undo log),
+  `values` are the locals as they were when the iteration started, and `extra` is the rest of
+  the loop's range (``range(i, stop, step)``). Plain Python then runs the loop from there, so
+  the exception or warning is raised by Python or NumPy itself, at the same iteration, after
+  the same partial writes. (Also when the kernel cannot start: an argument of another type,
+  a non-default ``np.errstate``, an int beyond int64: then nothing ran.)
+
+The C function keeps each local in a C variable (``L_x``; ``T_x`` its tag, ``B_x`` whether it
+is bound, where needed), saves them at the head of each outermost iteration (``SN_x``), logs
+every element store (address, old 8 bytes), and while it runs in the main thread chains a
+SIGINT handler in front of Python's that sets a flag the loop heads poll (Python's own handler
+runs too, so the KeyboardInterrupt is raised when plain Python continues). cffi releases the
+GIL around the call.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ...instructions import UNBOUND
+from ...loop_nest.ir import ArrTy, LoopNest, Ty
+from .build import BuildOptions, build_library
+
+__all__ = ["LoopKernel", "c_source", "PRELUDE"]
+
+PRELUDE = r"""
+#include <math.h>
+#include <limits.h>
+#include <string.h>
+#include <stdlib.h>
+#include <signal.h>
+
+typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable; }
+    npd_arr;
+typedef union { long long i; double f; } npd_val;
+typedef struct { char *addr; long long old; } npd_undo;
+typedef struct { npd_undo *items; long long n, cap; } npd_log;
+
+static int npd_log_grow(npd_log *log) {
+    long long cap = log->cap ? 2 * log->cap : 256;
+    npd_undo *items = (npd_undo *)realloc(log->items, (size_t)cap * sizeof(npd_undo));
+    if (!items) return 1;
+    log->items = items;
+    log->cap = cap;
+    return 0;
+}
+
+static void npd_undo_all(npd_log *log) {
+    for (long long n = log->n - 1; n >= 0; n--)
+        memcpy(log->items[n].addr, &log->items[n].old, 8);
+    log->n = 0;
+}
+
+/* Python's int // and % (floor), False: a plain result; True: deoptimise */
+static inline int npd_floordiv_i64(long long a, long long b, long long *r) {
+    if (b == 0 || (a == LLONG_MIN && b == -1)) return 1;
+    long long q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    *r = q;
+    return 0;
+}
+static inline int npd_mod_i64(long long a, long long b, long long *r) {
+    if (b == 0) return 1;
+    if (b == -1) { *r = 0; return 0; }
+    long long m = a % b;
+    if (m != 0 && ((m < 0) != (b < 0))) m += b;
+    *r = m;
+    return 0;
+}
+static inline int npd_pow_i64(long long a, long long b, long long *r) {
+    if (b < 0) return 1;
+    long long res = 1;
+    while (b) {
+        if ((b & 1) && __builtin_mul_overflow(res, a, &res)) return 1;
+        b >>= 1;
+        if (b && __builtin_mul_overflow(a, a, &a)) return 1;
+    }
+    *r = res;
+    return 0;
+}
+/* CPython's float divmod (floatobject.c _float_div_mod); NumPy's npy_divmod is the same */
+static inline double npd_divmod_f64(double vx, double wx, double *modp) {
+    double div, mod = fmod(vx, wx), floordiv;
+    div = (vx - mod) / wx;
+    if (mod) {
+        if ((wx < 0) != (mod < 0)) { mod += wx; div -= 1.0; }
+    } else {
+        mod = copysign(0.0, wx);
+    }
+    if (div) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5) floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, vx / wx);
+    }
+    *modp = mod;
+    return floordiv;
+}
+static inline double npd_floordiv_f64(double a, double b) { double m; return npd_divmod_f64(a, b, &m); }
+static inline double npd_mod_f64(double a, double b) { double m; npd_divmod_f64(a, b, &m); return m; }
+
+/* Ctrl-C: a handler in front of Python's while a kernel runs in the main thread */
+static volatile sig_atomic_t npd_interrupted;
+static struct sigaction npd_previous;
+static void npd_on_sigint(int sig, siginfo_t *info, void *context) {
+    if (npd_previous.sa_flags & SA_SIGINFO) {
+        npd_interrupted = 1;
+        npd_previous.sa_sigaction(sig, info, context);
+    } else if (npd_previous.sa_handler == SIG_DFL) {
+        sigaction(SIGINT, &npd_previous, NULL);
+        raise(SIGINT);
+    } else if (npd_previous.sa_handler != SIG_IGN) {
+        npd_interrupted = 1;
+        npd_previous.sa_handler(sig);
+    }
+}
+static void npd_catch_sigint(void) {
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = npd_on_sigint;
+    mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&mine.sa_mask);
+    npd_interrupted = 0;
+    sigaction(SIGINT, &mine, &npd_previous);
+}
+static void npd_release_sigint(void) {
+    struct sigaction now;
+    sigaction(SIGINT, NULL, &now);
+    if (now.sa_sigaction == npd_on_sigint) sigaction(SIGINT, &npd_previous, NULL);
+}
+
+#define NPD_STORE(T, arr, off, value) do { \
+    char *p_ = (arr).data + (off); \
+    if (!(arr).writeable) goto npd_deopt; \
+    if (log.n == log.cap && npd_log_grow(&log)) goto npd_deopt; \
+    log.items[log.n].addr = p_; memcpy(&log.items[log.n].old, p_, 8); log.n++; \
+    *(T *)p_ = (value); } while (0)
+"""
+
+CDEF = """
+typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable; }
+    npd_arr;
+typedef union { long long i; double f; } npd_val;
+"""
+
+_CTYPES = {"int": "long long", "float": "double", "bool": "int"}
+_FIELD = {"int": "i", "float": "f", "bool": "i"}
+
+
+def _ctype(ty) -> str:
+    return "npd_arr" if isinstance(ty, ArrTy) else _CTYPES[ty.fam]
+
+
+def c_source(nest: LoopNest, fname: str) -> str:
+    """The C function for `nest` (after `PRELUDE`)."""
+    names = list(nest.locals)
+    out = [f"/* {line} */" for line in ("loop kernel " + nest.name,)]
+    out.append(f"int {fname}(npd_arr *arrs, npd_val *v, unsigned char *tag, unsigned char *bound,"
+               " long long *rng, int main_thread, npd_val *ret) {")
+    decl = []
+    for name in names:
+        ty = nest.locals[name]
+        decl.append(f"{_ctype(ty)} L_{name}, SN_{name};")
+        decl.append(f"int T_{name} = 0, SNT_{name} = 0, B_{name} = 0, SNB_{name} = 0;")
+    for t, ctype in nest.temps.items():
+        decl.append(f"{ctype} {t};")
+    decl.append("long long SN_next = rng[0];")
+    decl.append("npd_log log = {0, 0, 0};")
+    decl.append("int result = 0;")
+    out += ["    " + d for d in decl]
+    out.append("    memset(&ret[0], 0, sizeof ret[0]);")
+    for k, name in enumerate(names):
+        ty = nest.locals[name]
+        if name in nest.inputs:
+            if isinstance(ty, ArrTy):
+                out.append(f"    L_{name} = arrs[v[{k}].i];")
+            else:
+                out.append(f"    L_{name} = v[{k}].{_FIELD[ty.fam]};")
+            out.append(f"    T_{name} = tag[{k}]; B_{name} = 1;")
+        else:
+            out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
+    out.append("    " + _save(names))
+    out.append("    if (main_thread) npd_catch_sigint();")
+    for s in nest.stmts:
+        out.append(_stmt(s, nest))
+    # ways out
+    out.append("npd_deopt:")
+    out.append("    npd_undo_all(&log);")
+    out.append("    rng[0] = SN_next;")
+    out += ["    " + line for line in _write(nest, "SN")]
+    out.append("    result = 0;")
+    out.append("    goto npd_done;")
+    for k, ex in enumerate(nest.exits, 1):
+        out.append(f"npd_exit_{k}:")
+        out += ["    " + line for line in _write(nest, "L")]
+        if ex.value is not None and ex.ty is not None:
+            out.append(f"    ret[0].{_FIELD[ex.ty.fam]} = {ex.value}; ret[1].i = {ex.value_tag};")
+        out.append(f"    result = {k};")
+        out.append("    goto npd_done;")
+    out.append("npd_done:")
+    out.append("    if (main_thread) npd_release_sigint();")
+    out.append("    free(log.items);")
+    out.append("    return result;")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _save(names) -> str:
+    return " ".join(f"SN_{n} = L_{n}; SNT_{n} = T_{n}; SNB_{n} = B_{n};" for n in names)
+
+
+def _write(nest: LoopNest, prefix: str) -> list[str]:
+    lines = []
+    for k, name in enumerate(nest.locals):
+        ty = nest.locals[name]
+        val = f"{prefix}_{name}"
+        t = f"{'SNT' if prefix == 'SN' else 'T'}_{name}"
+        b = f"{'SNB' if prefix == 'SN' else 'B'}_{name}"
+        if isinstance(ty, ArrTy):
+            lines.append(f"v[{k}].i = {val}.id; bound[{k}] = {b};")
+        else:
+            tagv = t if name in nest.tagged else ("1" if ty.tag == "np" else "0")
+            lines.append(f"v[{k}].{_FIELD[ty.fam]} = {val}; tag[{k}] = {tagv}; bound[{k}] = {b};")
+    return lines
+
+
+def _stmt(s, nest: LoopNest) -> str:
+    a = s.args
+    where = f"  /* line {s.line} */" if s.line is not None else ""
+    if s.kind == "assign":
+        return f"    {a[0]} = {a[1]};"
+    if s.kind == "check":
+        return f"    if (__builtin_expect(!!({a[0]}), 0)) goto npd_deopt;  /* {a[1]} */"
+    if s.kind == "store":
+        ctype, value = a[2]
+        return f"    NPD_STORE({ctype}, {a[0]}, {a[1]}, {value});{where}"
+    if s.kind == "label":
+        return f"{a[0]}:;{where}"
+    if s.kind == "goto":
+        return f"    goto {a[0]};"
+    if s.kind == "branch":
+        return f"    if ({a[0]}) goto {a[1]}; else goto {a[2]};"
+    if s.kind == "header":
+        return ("    log.n = 0; " + _save(nest.locals) + (" SN_next = S0n;" if nest.iterates
+                                                           else ""))
+    if s.kind == "poll":
+        return "    if (npd_interrupted) goto npd_deopt;"
+    if s.kind == "exit":
+        return f"    goto npd_exit_{a[0]};"
+    raise AssertionError(s.kind)
+
+
+_DEFAULT_ERR = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
+_MAIN = threading.main_thread()
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+_BOX = {("int", 0): int, ("int", 1): np.int64, ("float", 0): float, ("float", 1): np.float64,
+        ("bool", 0): bool, ("bool", 1): np.bool_}
+_TYPES = {int: ("int", 0), np.int64: ("int", 1), float: ("float", 0), np.float64: ("float", 1),
+          bool: ("bool", 0), np.bool_: ("bool", 1)}
+
+
+class LoopKernel:
+    """A loop nest built into a C function (see the module docstring)."""
+
+    def __init__(self, nest: LoopNest) -> None:
+        self.nest = nest
+        self.names = tuple(nest.locals)
+        fname = "npd_loop"
+        self.source = PRELUDE + c_source(nest, fname)
+        cdef = CDEF + (f"int {fname}(npd_arr *, npd_val *, unsigned char *, unsigned char *, "
+                       "long long *, int, npd_val *);")
+        self.library = build_library(self.source, cdef, BuildOptions(
+            openmp=False, cflags=("-ffp-contract=off", "-fno-strict-aliasing", "-O2")))
+        self.ffi = self.library.ffi
+        self.fn = getattr(self.library.lib, fname)
+        self.slots = {name: k for k, name in enumerate(self.names)}
+        self.input_slots = tuple(self.slots[n] for n in nest.inputs)
+
+    def __call__(self, iterable: Any, *values: Any) -> tuple:
+        nest = self.nest
+        n = len(self.names)
+        out = [UNBOUND] * n
+        for k, value in zip(self.input_slots, values):
+            out[k] = value
+        if np.geterr() != _DEFAULT_ERR:
+            return 0, tuple(out), iterable
+        ffi = self.ffi
+        v = ffi.new("npd_val[]", n + 2)
+        tag = ffi.new("unsigned char[]", n + 1)
+        bound = ffi.new("unsigned char[]", n + 1)
+        rng = ffi.new("long long[3]")
+        if nest.iterates:
+            if type(iterable) is not range or not (
+                    _INT64[0] <= iterable.start <= _INT64[1]
+                    and _INT64[0] <= iterable.stop <= _INT64[1]
+                    and _INT64[0] <= iterable.step <= _INT64[1]):
+                return 0, tuple(out), iterable
+            rng[0], rng[1], rng[2] = iterable.start, iterable.stop, iterable.step
+        arrays: list = []
+        keep: list = []
+        for name, value in zip(nest.inputs, values):
+            k = self.slots[name]
+            ty = nest.locals[name]
+            if isinstance(ty, ArrTy):
+                if (type(value) is not np.ndarray or value.dtype != ty.dtype
+                        or value.ndim != ty.ndim):
+                    return 0, tuple(out), iterable
+                for j, a in enumerate(arrays):
+                    if a is value:
+                        v[k].i = j
+                        break
+                else:
+                    v[k].i = len(arrays)
+                    arrays.append(value)
+                continue
+            found = _TYPES.get(type(value))
+            if found is None or found[0] != ty.fam or (
+                    name not in nest.tagged and found[1] != (ty.tag == "np")):
+                return 0, tuple(out), iterable
+            if found[0] == "float":
+                v[k].f = value
+            else:
+                if not _INT64[0] <= value <= _INT64[1]:
+                    return 0, tuple(out), iterable
+                v[k].i = int(value)
+            tag[k] = found[1]
+        arrs = ffi.new("npd_arr[]", max(len(arrays), 1))
+        for j, a in enumerate(arrays):
+            d = arrs[j]
+            d.data = ffi.cast("char *", a.ctypes.data)
+            for axis in range(a.ndim):
+                d.shape[axis] = a.shape[axis]
+                d.strides[axis] = a.strides[axis]
+            d.id = j
+            d.writeable = 1 if a.flags.writeable else 0
+            keep.append(a)
+        main = threading.current_thread() is _MAIN
+        k = self.fn(arrs, v, tag, bound, rng, 1 if main else 0, v + n)
+        result = []
+        for j, name in enumerate(self.names):
+            ty = nest.locals[name]
+            if not bound[j]:
+                result.append(UNBOUND)
+            elif isinstance(ty, ArrTy):
+                result.append(arrays[v[j].i])
+            else:
+                result.append(_box(ty.fam, tag[j], v[j]))
+        if k == 0:
+            rest = range(rng[0], iterable.stop, iterable.step) if nest.iterates else None
+            return 0, tuple(result), rest
+        ex = nest.exits[k - 1]
+        extra = None
+        if ex.ty is not None:
+            extra = _box(ex.ty.fam, v[n + 1].i, v[n])
+        return k, tuple(result), extra
+
+
+def _box(fam: str, tag: int, val) -> Any:
+    box = _BOX[fam, 1 if tag else 0]
+    if fam == "float":
+        return box(val.f)
+    if fam == "bool":
+        return box(bool(val.i))
+    return box(val.i)

@@ -1,0 +1,289 @@
+"""Loop kernels: a whole loop nest of the frame runs as one C function, called once.
+
+In: the translator stopped at the entry of an outermost loop of the frame (a ``for`` loop's
+GET_ITER over a ``range``, or a ``while`` loop's header), with the C backend. Out (`plan`): a
+`KernelPlan` whose `emit_driver` writes, where the loop stood in the transformed code, the call
+of the kernel and what follows it; or None with the reason the loop is not lowered (logged; the
+loop then keeps its usual treatment: unrolled into the graph, or a body function).
+
+The types of the locals come from what the trace knows (a graph value's dtype and ndim, a
+constant's type) or, for an argument the trace never looked at, from its value, without a
+guard: the kernel checks the types of what it is called with and runs nothing when they differ
+(it hands the loop to plain Python), so one compile serves every value and every size. The
+names the loop's code reads as globals (``range``, ``math``, ``abs``) are guarded like any
+global the translator reads.
+
+After the call (see `dynamo.backends.c.c_loop_nest` for what it returns): at way out k, the
+locals are stored (an unbound one deleted) and the frame continues after the loop, in a resume
+function (captured again) or, when a local that continues may be unbound, in the plain copy of
+the rest of the function (`codegen`'s stay entries); at a ``return`` inside the loop, the value
+is returned; after a deoptimisation the locals are stored as the iteration found them and the
+loop continues in plain Python in this frame, over the rest of its range.
+"""
+
+from __future__ import annotations
+
+import logging
+import types
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from bytecode import Label
+
+from . import config
+from . import instructions as ins
+from .backends.c.build import BuildError, CompilerNotFound
+from .backends.c.c_loop_nest import LoopKernel
+from .codegen import Codegen, call_resume
+from .exc import Unsupported
+from .instructions import UNBOUND
+from .loop_nest.ir import DTYPES, ArrTy, Ty
+from .loop_nest.lower import Refuse, loop_at, lower
+from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
+from .variables.lazy import LazyVariable
+from .variables.ndarray import NDArrayVariable
+
+__all__ = ["KernelPlan", "plan", "KernelHere", "wants_kernels"]
+
+log = logging.getLogger("dynamo.loop_kernels")
+
+KERNEL = "___kernel_result"
+ITERABLE = "___kernel_iterable"
+_LOCAL_OPS = ("LOAD_FAST", "LOAD_FAST_CHECK", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_LOAD_FAST",
+              "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "LOAD_FAST_AND_CLEAR")
+
+
+class KernelHere(Unsupported):
+    """The first trace reached a loop that lowers: trace again and stop before it."""
+
+    def __init__(self, index: int, reason: str) -> None:
+        super().__init__(reason)
+        self.index = index
+
+
+def wants_kernels(tx) -> bool:
+    """Loop kernels for this frame: the C backend, and the option on."""
+    backend = tx.output.backend
+    target = getattr(backend, "_ref", None)  # (a weak reference to the user's backend)
+    if isinstance(target, weakref.ref):
+        backend = target()
+    return bool(config.loop_kernels) and getattr(backend, "loop_kernels", False) is True
+
+
+def loop_entries(info) -> set[int]:
+    """The entries of the outermost loops of a code (a ``for`` loop's GET_ITER, a ``while``
+    loop's header), outside try/with statements: where a kernel may start."""
+    found = set()
+    for i, inst in enumerate(info.instructions):
+        if info.in_exception_block(i):
+            continue
+        if inst.name == "GET_ITER":
+            loop = info.outermost_loop(i + 1) if info.outermost_loop(i) is None else None
+            if loop is not None and loop[0] == i + 1:
+                found.add(i)
+        elif inst.name != "FOR_ITER":
+            loop = info.outermost_loop(i)
+            if loop is not None and loop[0] == i:
+                found.add(i)
+    return found
+
+
+#: (code, entry) -> (kernel or None, reason): a loop lowers the same way for the same types
+_built: dict = {}
+
+
+def _names(code: types.CodeType, first: int, last: int, instrs) -> list[str]:
+    names: list[str] = []
+    for inst in instrs[first:last + 1]:
+        if inst.name in _LOCAL_OPS and not isinstance(inst.arg, (int,)):
+            for n in (inst.arg if isinstance(inst.arg, tuple) else (inst.arg,)):
+                if isinstance(n, str) and n not in names:
+                    names.append(n)
+    return names
+
+
+def _type_of(tx, name: str) -> Ty | ArrTy | None:
+    """The kernel type of local `name` (None: unbound here); `Refuse` for other values."""
+    vt = tx.locals.get(name)
+    if vt is None:
+        if name in tx.argnames and name not in tx.deleted:
+            return _value_type(tx.frame.f_locals[name], name)
+        return None
+    if type(vt) is LazyVariable:
+        return _value_type(vt.value, name)
+    if isinstance(vt, NDArrayVariable):
+        meta = vt.meta
+        if meta.dtype not in DTYPES:
+            raise Refuse(f"{name!r} is an array of {meta.dtype}")
+        if meta.is_scalar:
+            return Ty(DTYPES[meta.dtype], "np")
+        if not 1 <= len(meta.shape) <= 4:
+            raise Refuse(f"{name!r} has {len(meta.shape)} dimensions")
+        return ArrTy(meta.dtype, len(meta.shape))
+    if isinstance(vt, (ConstantVariable, UnspecializedScalarVariable, SymIntVariable)):
+        return _value_type(vt.python_type()() if not isinstance(vt, ConstantVariable)
+                           else vt.value, name)
+    raise Refuse(f"{name!r} is a {vt.describe()}, not a number or an array")
+
+
+def _value_type(value: Any, name: str) -> Ty | ArrTy:
+    if type(value) is np.ndarray:
+        if value.dtype not in DTYPES or not 1 <= value.ndim <= 4:
+            raise Refuse(f"{name!r} is an array of {value.dtype} with {value.ndim} dimensions")
+        return ArrTy(value.dtype, value.ndim)
+    for pytype, ty in ((bool, Ty("bool")), (int, Ty("int")), (float, Ty("float")),
+                       (np.float64, Ty("float", "np")), (np.int64, Ty("int", "np")),
+                       (np.bool_, Ty("bool", "np"))):
+        if type(value) is pytype:
+            return ty
+    raise Refuse(f"{name!r} is a {type(value).__name__}, not a number or an array")
+
+
+def _statics(tx, names: set[str]) -> dict[str, Any]:
+    """The objects the loop's globals name, guarded (`tx.load_global`)."""
+    found = {}
+    for name in names:
+        if name in tx.frame.f_globals:
+            obj = tx.frame.f_globals[name]
+        elif name in tx.frame.f_builtins:
+            obj = tx.frame.f_builtins[name]
+        else:
+            continue
+        if not isinstance(obj, types.ModuleType) and obj not in (
+                range, len, abs, min, max, int, float) and not callable(obj):
+            continue
+        found[name] = obj
+    return found
+
+
+def plan(tx, index: int) -> "KernelPlan | None":
+    """A kernel for the loop entered at instruction `index`, or None (reason logged)."""
+    code = tx.code
+    found = loop_at(code, index)
+    if found is None:
+        return None
+    header, back, iterates = found
+    instrs = tx.info.instructions
+    if iterates and (not tx.stack or getattr(tx.stack[-1], "python_type", lambda: None)()
+                     is not range):
+        return None
+    try:
+        names = _names(code, index, back, instrs)
+        types_ = {}
+        for name in names:
+            ty = _type_of(tx, name)
+            if ty is not None:
+                types_[name] = ty
+        global_names = {g for inst in instrs[index:back + 1] if inst.name == "LOAD_GLOBAL"
+                        for g in [_global_name(inst)]}
+        statics = _statics(tx, global_names)
+        key = (code, index, tuple(sorted((n, str(t)) for n, t in types_.items())),
+               tuple(sorted((n, id(o)) for n, o in statics.items())))
+        cached = _built.get(key)
+        if cached is None:
+            nest = lower(code, index, types_, statics, name=f"{code.co_name}_line{instrs[index].lineno}")
+            kernel = LoopKernel(nest)
+            _built[key] = cached = (kernel, None)
+        kernel = cached[0]
+    except Refuse as exc:
+        log.info("the loop at %s:%s is not a kernel: %s", code.co_filename,
+                 instrs[index].lineno, exc)
+        return None
+    except (BuildError, CompilerNotFound) as exc:
+        log.warning("the loop kernel at %s:%s could not be built: %s", code.co_filename,
+                    instrs[index].lineno, exc)
+        return None
+    for name in kernel.nest.globals_used:
+        if isinstance(name, str):
+            tx.load_global(name)  # (its guard: the kernel's code depends on what it is)
+    return KernelPlan(kernel, index, iterates)
+
+
+def _global_name(inst) -> str:
+    return inst.arg[1] if isinstance(inst.arg, tuple) else inst.arg
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """What the transformed code does where a lowered loop stood (see the module docstring)."""
+
+    kernel: LoopKernel
+    entry: int
+    iterates: bool
+    #: the frame's locals bound before the loop (set by `compile_frame`)
+    bound_before: frozenset[str] = frozenset()
+
+    @property
+    def reason(self) -> str:
+        nest = self.kernel.nest
+        return f"the loop at line {nest.first_line} runs as one C loop kernel ({nest.name})"
+
+    def emit_driver(self, gen: Codegen, code: types.CodeType) -> None:
+        nest = self.kernel.nest
+        names = self.kernel.names
+        from .bytecode_analysis import code_info  # (facts, below this module; cheap)
+        info = code_info(code)
+        if self.iterates:
+            gen.extend(ins.store_fast(ITERABLE))
+        gen.extend(ins.with_null(ins.load_const(self.kernel)))
+        gen.extend(ins.load_fast(ITERABLE) if self.iterates else ins.load_const(None))
+        for name in nest.inputs:
+            gen.extend(ins.load_fast(name))
+        gen.extend(ins.call(1 + len(nest.inputs)))
+        gen.extend(ins.store_fast(KERNEL))
+        if self.iterates:
+            gen.extend(ins.delete_fast(ITERABLE))
+        for k in [*range(1, len(nest.exits) + 1), 0]:
+            nxt = Label()
+            if k:
+                gen.extend(self._part(0) + ins.if_not_equal(k, nxt))
+            self._store_locals(gen, names)
+            if k == 0:  # deoptimised: the loop continues in plain Python, in this frame
+                depth = 0
+                if self.iterates:
+                    gen.extend(self._part(2))
+                    depth = 1
+                gen.extend(ins.delete_fast(KERNEL))
+                _continue_here(gen, self.entry, depth)
+                break
+            ex = nest.exits[k - 1]
+            if ex.target is None:
+                gen.extend(self._part(2) + ins.delete_fast(KERNEL) + ins.return_value())
+            else:
+                gen.extend(ins.delete_fast(KERNEL))
+                live = info.live_locals(ex.target)
+                unsure = [n for n in nest.flagged if n in live]
+                if unsure:
+                    _continue_here(gen, ex.target, 0)
+                else:
+                    bound = sorted(n for n in live if n in self.bound_before
+                                   or (n in nest.locals and n not in nest.flagged))
+                    call_resume(gen, code, ex.target, tuple(bound))
+            gen.label(nxt)
+
+    def _part(self, i: int) -> list:
+        return ins.load_fast(KERNEL) + ins.load_const(i) + ins.binary_subscr()
+
+    def _store_locals(self, gen: Codegen, names: tuple[str, ...]) -> None:
+        gen.extend(self._part(1) + ins.unpack_sequence(len(names)))
+        for name in names:
+            gen.extend(ins.store_fast(name))
+        for name in names:
+            if name in self.kernel.nest.flagged:  # (unbound there: deleted)
+                unbound, keep = Label(), Label()
+                gen.extend(ins.load_fast(name) + ins.if_is(UNBOUND, unbound))
+                gen.extend(ins.jump_forward(keep))
+                gen.label(unbound)
+                gen.extend(ins.delete_fast(name))
+                gen.label(keep)
+
+
+def _continue_here(gen: Codegen, target: int, depth: int) -> None:
+    """Continue at instruction `target` of the original, in this frame, uncompiled (with
+    `depth` values on the stack)."""
+    if target not in gen.stay_entries:
+        gen.stay_entries[target] = (Label(), depth > 0)
+    gen.extend(ins.jump_forward(gen.stay_entries[target][0]))
+

@@ -1,0 +1,154 @@
+"""The loop-nest IR: the vocabulary a whole Python loop nest is lowered to before it becomes C.
+
+In: nothing (data types only). Out: the value types of a loop kernel (`Ty`, `ArrTy`), its
+statements (`Stmt`, one kind per name in `KINDS`) and `LoopNest`, the lowered loop: its
+statements, its locals and how each way out of it continues. Made by `loop_nest.lower`, printed
+by `LoopNest.text()` (what ``explain`` and the logs show) and turned into C by
+`dynamo.backends.c.c_loop_nest`.
+
+The statements are a flat list with labels, the shape of the bytecode they come from: a loop is
+its header label, a conditional branch and a jump back; an ``if`` is a branch. Expressions are C
+expressions over the kernel's typed variables (``L_x`` a local, ``t7`` a temporary, ``S0_n`` a
+range iterator on the stack); the operator rules that write them, with the checks that make the
+kernel stop where Python or NumPy would not compute the same thing, are in `loop_nest.scalars`.
+
+Value types: a scalar is a *family* (int, float, bool) and a *tag*: ``py`` a Python object
+(``int`` as int64, ``float``, ``bool``), ``np`` a NumPy scalar of the family's 64-bit dtype
+(``np.int64``, ``np.float64``, ``np.bool_``), ``rt`` either, known only at run time (a tag
+variable travels with the value: ``s = 0.0`` then ``s += x[i]`` makes ``s`` a Python float
+before the first iteration and a NumPy float64 after it). Both tags compute the same bits for
+every operation the kernel does; where they would not (a division by zero, an overflow, a
+NaN made from numbers), the kernel deoptimises instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Ty", "ArrTy", "Stmt", "KINDS", "LoopNest", "Exit", "CTYPE", "DTYPES"]
+
+#: family -> the C type of its values
+CTYPE = {"int": "long long", "float": "double", "bool": "int"}
+#: array dtypes a kernel reads and writes, and the scalar family of their elements
+DTYPES = {np.dtype(np.float64): "float", np.dtype(np.int64): "int", np.dtype(np.bool_): "bool"}
+
+
+@dataclass(frozen=True)
+class Ty:
+    """A scalar type: family and tag (see the module docstring)."""
+
+    fam: str
+    tag: str = "py"
+
+    def __str__(self) -> str:
+        names = {"int": ("int", "np.int64"), "float": ("float", "np.float64"),
+                 "bool": ("bool", "np.bool_")}[self.fam]
+        return {"py": names[0], "np": names[1]}.get(self.tag, f"{names[0]}|{names[1]}")
+
+
+@dataclass(frozen=True)
+class ArrTy:
+    """An ndarray local: element dtype and number of dimensions (shape and strides are values
+    the kernel reads when it starts, so one build serves every size)."""
+
+    dtype: np.dtype
+    ndim: int
+
+    def __str__(self) -> str:
+        return f"ndarray[{self.dtype}, {self.ndim}d]"
+
+
+#: The statement kinds, each with its fields (the printers read this table):
+#:   assign  dst = expr                      (a typed C variable)
+#:   check   deopt if cond, for `why`        (where Python or NumPy would differ: raise, warn)
+#:   store   array[index] = value            (element write, logged for undo)
+#:   label   name:                           (a jump target; `line` is the source line)
+#:   goto    goto name
+#:   branch  if cond goto then else goto other
+#:   header  the outermost loop's head: the iteration's state is saved here (deopt returns it)
+#:   poll    Ctrl-C check at a loop head
+#:   exit    leave the kernel by way out number k
+KINDS = {
+    "assign": ("dst", "expr"),
+    "check": ("cond", "why"),
+    "store": ("array", "offset", "value"),
+    "label": ("name",),
+    "goto": ("name",),
+    "branch": ("cond", "then", "other"),
+    "header": (),
+    "poll": (),
+    "exit": ("k",),
+}
+
+
+@dataclass(frozen=True)
+class Stmt:
+    kind: str
+    args: tuple
+    line: int | None = None
+
+    def text(self) -> str:
+        a = self.args
+        return {
+            "assign": lambda: f"    {a[0]} = {a[1]}",
+            "check": lambda: f"    deopt if {a[0]}    # {a[1]}",
+            "store": lambda: f"    {a[0]}[{a[1]}] = {a[2]}",
+            "label": lambda: f"{a[0]}:",
+            "goto": lambda: f"    goto {a[0]}",
+            "branch": lambda: f"    if {a[0]} goto {a[1]} else {a[2]}",
+            "header": lambda: "    header (save the iteration's state)",
+            "poll": lambda: "    poll Ctrl-C",
+            "exit": lambda: f"    exit {a[0]}",
+        }[self.kind]()
+
+
+@dataclass(frozen=True)
+class Exit:
+    """A way out of the loop: continue at instruction `target` of the original code (the loop
+    ran out, or a ``break``), or return the value `value` (C expression, type `ty`)."""
+
+    target: int | None
+    value: str | None = None
+    ty: Ty | None = None
+    value_tag: str | None = None
+
+
+@dataclass
+class LoopNest:
+    """A lowered loop nest (see the module docstring)."""
+
+    name: str
+    #: where it starts in the original code: a ``for`` loop's GET_ITER (the range is on the
+    #: stack) or a ``while`` loop's header
+    entry: int
+    iterates: bool
+    first_line: int | None
+    #: the locals it reads or writes, each with its type (an `ArrTy` or a `Ty`)
+    locals: dict[str, Ty | ArrTy]
+    #: locals whose tag is known only at run time (a tag variable goes with them)
+    tagged: frozenset[str]
+    #: locals that may be unbound somewhere in the kernel (a bound flag goes with them)
+    flagged: frozenset[str]
+    #: locals bound when the kernel starts (the values it is called with)
+    inputs: tuple[str, ...]
+    stmts: list[Stmt]
+    #: temporaries: C variable -> C type
+    temps: dict[str, str]
+    exits: list[Exit] = field(default_factory=list)
+    #: (the Python objects the kernel's code names by global: name -> object, and module
+    #: attributes: (global name, attribute) -> object), for the guards that keep them
+    globals_used: dict = field(default_factory=dict)
+
+    def text(self) -> str:
+        """The lowered loop as the kernel's statements, one per line, with source lines."""
+        head = [f"loop nest {self.name} (line {self.first_line}):"]
+        for name, ty in self.locals.items():
+            extra = (" (tag at run time)" if name in self.tagged else "") + (
+                " (may be unbound)" if name in self.flagged else "")
+            head.append(f"  local {name}: {ty}{extra}")
+        for k, ex in enumerate(self.exits, 1):
+            head.append(f"  exit {k}: " + (f"continue at instruction {ex.target}"
+                                           if ex.target is not None else f"return {ex.value}"))
+        return "\n".join(head + [s.text() for s in self.stmts])

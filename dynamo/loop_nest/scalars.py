@@ -1,0 +1,253 @@
+"""Operator rules of the loop-nest IR: what Python and NumPy compute for scalar operations, as C,
+with a check wherever the C would not do the same.
+
+In: typed scalar values (`SVal`: type, C expression, run-time tag) and an emitter (`Emit`:
+``temp``, ``assign``, ``check``), from `loop_nest.lower`. Out: the result value; the statements
+(assignments and deoptimisation checks) are emitted on the way.
+
+The rule everywhere: compute in C only what is bit for bit what Python or NumPy computes, and
+*check* (deoptimise, so that plain Python runs the iteration again and raises or warns itself)
+wherever they would not give a plain number:
+
+* Python ints are int64: every ``+ - * // % ** << abs -`` checks for overflow (Python would give
+  a big int; NumPy int64 would warn "overflow").
+* Floats: a division or modulo by zero (Python raises ZeroDivisionError, NumPy warns); a NaN
+  made from non-NaN operands or an infinity from finite ones (NumPy warns "invalid value" or
+  "overflow"; Python's ``**`` raises OverflowError). The checks do not depend on the tag: a
+  Python float that overflows is rerun in Python too, which only costs time.
+* Mixed int and float: an int beyond 2**53 (where Python's exact comparison and true division
+  differ from a conversion to double).
+* ``math`` functions: CPython's own rule (``math_1``): a NaN from a non-NaN argument is a
+  ValueError, an infinity from a finite one an OverflowError: both deoptimise. They call the
+  same C library function CPython calls, so the bits are CPython's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .ir import CTYPE, Ty
+
+__all__ = ["SVal", "Emit", "Refuse", "binary", "compare", "unary", "truth", "convert",
+           "math_call", "combine_tags", "MATH_FUNCTIONS", "BIG"]
+
+#: beyond this, an int64 converts to double inexactly (Python compares and divides exactly)
+BIG = 1 << 53
+
+
+class Refuse(Exception):
+    """The loop cannot be lowered; the message says which construct and why."""
+
+
+class Emit(Protocol):
+    def temp(self, ctype: str) -> str: ...
+    def assign(self, dst: str, expr: str) -> None: ...
+    def check(self, cond: str, why: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class SVal:
+    """A scalar value: its type, the C expression of its value and, for a run-time tag, the C
+    expression of the tag (0: Python object, 1: NumPy scalar)."""
+
+    ty: Ty
+    c: str
+    tagx: str | None = None
+
+    @property
+    def tag_c(self) -> str:
+        return {"py": "0", "np": "1"}.get(self.ty.tag, self.tagx or "0")
+
+
+def combine_tags(*vals: SVal) -> tuple[str, str | None]:
+    """The tag of a result: NumPy if any operand is a NumPy scalar."""
+    tags = {v.ty.tag for v in vals}
+    if tags <= {"py", "np"}:
+        return ("np" if "np" in tags else "py"), None
+    return "rt", "(" + " | ".join(v.tag_c for v in vals) + ")"
+
+
+def _new(em: Emit, fam: str, tag: tuple[str, str | None], expr: str) -> SVal:
+    dst = em.temp(CTYPE[fam])
+    em.assign(dst, expr)
+    if tag[0] == "rt":
+        tdst = em.temp("int")
+        em.assign(tdst, tag[1])
+        return SVal(Ty(fam, "rt"), dst, tdst)
+    return SVal(Ty(fam, tag[0]), dst)
+
+
+def _numeric(v: SVal, op: str) -> None:
+    if v.ty.fam == "bool" and v.ty.tag != "py":
+        raise Refuse(f"{op} on a NumPy bool is not lowered (NumPy's bool arithmetic is logic)")
+
+
+def _as_double(em: Emit, v: SVal) -> str:
+    if v.ty.fam == "float":
+        return v.c
+    em.check(f"({v.c} > {BIG}LL || {v.c} < -{BIG}LL)", "an int beyond 2**53 next to a float")
+    return f"(double){v.c}"
+
+
+def _float_result(em: Emit, a: str, b: str, r: str, why: str) -> None:
+    em.check(f"((isnan({r}) && !isnan({a}) && !isnan({b})) || "
+             f"(isinf({r}) && isfinite({a}) && isfinite({b})))", why)
+
+
+_INT_OPS = {"+": "__builtin_add_overflow", "-": "__builtin_sub_overflow",
+            "*": "__builtin_mul_overflow"}
+
+
+def binary(em: Emit, op: str, a: SVal, b: SVal) -> SVal:
+    """``a op b`` for a Python operator symbol (``+ - * / // % ** & | ^ << >>``)."""
+    _numeric(a, op)
+    _numeric(b, op)
+    tag = combine_tags(a, b)
+    fams = {a.ty.fam, b.ty.fam}
+    if op == "/":
+        x, y = _as_double(em, a), _as_double(em, b)
+        em.check(f"({y} == 0.0)", "division by zero")
+        r = _new(em, "float", tag, f"{x} / {y}")
+        _float_result(em, x, y, r.c, "overflow or NaN in a division")
+        return r
+    if "float" in fams:
+        if op in ("&", "|", "^", "<<", ">>"):
+            raise Refuse(f"{op} of a float raises TypeError")
+        x, y = _as_double(em, a), _as_double(em, b)
+        if op in ("+", "-", "*"):
+            r = _new(em, "float", tag, f"{x} {op} {y}")
+        elif op in ("//", "%"):
+            em.check(f"({y} == 0.0)", "floor division or modulo by zero")
+            fn = "npd_floordiv_f64" if op == "//" else "npd_mod_f64"
+            r = _new(em, "float", tag, f"{fn}({x}, {y})")
+        elif op == "**":
+            # (Python: a negative base to a fractional power is complex; 0 to a negative power
+            # raises; NumPy warns: both left to Python)
+            em.check(f"(({x} < 0.0 && {y} != floor({y})) || ({x} == 0.0 && {y} < 0.0))",
+                     "a power Python makes complex or an error")
+            r = _new(em, "float", tag, f"pow({x}, {y})")
+        else:
+            raise Refuse(f"operator {op} on floats is not lowered")
+        _float_result(em, x, y, r.c, f"overflow or NaN in {op}")
+        return r
+    # ints and Python bools (as ints)
+    if op in _INT_OPS:
+        r = _new(em, "int", tag, "0")
+        em.check(f"{_INT_OPS[op]}({a.c}, {b.c}, &{r.c})", f"int64 overflow in {op}")
+        return r
+    if op in ("//", "%", "**"):
+        fn = {"//": "npd_floordiv_i64", "%": "npd_mod_i64", "**": "npd_pow_i64"}[op]
+        r = _new(em, "int", tag, "0")
+        em.check(f"{fn}({a.c}, {b.c}, &{r.c})",
+                 "division by zero, overflow or a negative power of an int")
+        return r
+    if op in ("&", "|", "^"):
+        return _new(em, "int", tag, f"({a.c} {op} {b.c})")
+    if op == "<<":
+        em.check(f"({b.c} < 0 || {b.c} > 62 || ({a.c} != (({a.c} << {b.c}) >> {b.c})))",
+                 "a shift Python makes a big int, or a negative shift")
+        return _new(em, "int", tag, f"({a.c} << {b.c})")
+    if op == ">>":
+        em.check(f"({b.c} < 0)", "negative shift count")
+        return _new(em, "int", tag, f"({b.c} > 63 ? ({a.c} < 0 ? -1LL : 0LL) : ({a.c} >> {b.c}))")
+    raise Refuse(f"operator {op} is not lowered")
+
+
+_CMP = {"<": "<", "<=": "<=", "==": "==", "!=": "!=", ">": ">", ">=": ">="}
+
+
+def compare(em: Emit, op: str, a: SVal, b: SVal) -> SVal:
+    """``a op b`` for a comparison: a bool (a NumPy bool when a NumPy scalar takes part)."""
+    tag = combine_tags(a, b)
+    if "float" in (a.ty.fam, b.ty.fam):
+        x, y = _as_double(em, a), _as_double(em, b)
+    else:
+        x, y = a.c, b.c
+    return _new(em, "bool", tag, f"({x} {_CMP[op]} {y})")
+
+
+def truth(v: SVal) -> str:
+    """The C condition for ``if v:`` (a NaN is true, as in Python)."""
+    return f"({v.c} != 0)"
+
+
+def unary(em: Emit, op: str, v: SVal) -> SVal:
+    """``-v``, ``+v``, ``~v``, ``abs(v)``, ``not v``."""
+    if op == "not":
+        return _new(em, "bool", ("py", None), f"!{truth(v)}")
+    _numeric(v, op)
+    fam = "int" if v.ty.fam == "bool" else v.ty.fam
+    tag = combine_tags(v)
+    if fam == "float":
+        expr = {"-": f"-{v.c}", "+": v.c, "abs": f"fabs({v.c})"}.get(op)
+        if expr is None:
+            raise Refuse(f"{op} of a float raises TypeError")
+        return _new(em, "float", tag, expr)
+    if op in ("-", "abs"):
+        em.check(f"({v.c} == LLONG_MIN)", "int64 overflow in negation")
+    expr = {"-": f"-{v.c}", "+": v.c, "~": f"~{v.c}", "abs": f"llabs({v.c})"}[op]
+    return _new(em, "int", tag, expr)
+
+
+def convert(em: Emit, to: str, v: SVal) -> SVal:
+    """``int(v)``, ``float(v)``: Python objects."""
+    if to == "float":
+        return _new(em, "float", ("py", None), _as_double(em, v))
+    if v.ty.fam == "float":
+        em.check(f"!({v.c} > -9.2e18 && {v.c} < 9.2e18)", "int() of a NaN, an infinity or a big "
+                 "float")
+        return _new(em, "int", ("py", None), f"(long long){v.c}")
+    return _new(em, "int", ("py", None), v.c)
+
+
+#: math functions lowered (CPython calls the same C function, with `math_1`'s error rule),
+#: and those that return an int
+MATH_FUNCTIONS = {"sqrt", "exp", "log", "sin", "cos", "tan", "atan", "tanh", "sinh", "cosh",
+                  "asin", "acos", "fabs", "log10", "log2", "expm1", "log1p", "floor", "ceil",
+                  "trunc"}
+_INT_RESULT = {"floor", "ceil", "trunc"}
+
+
+def math_call(em: Emit, name: str, v: SVal, numpy: bool = False) -> SVal:
+    """``math.name(v)`` (a Python float, or an int for floor/ceil/trunc), or with `numpy`
+    ``np.sqrt``/``np.abs``... on a scalar (NumPy's scalar result: float64)."""
+    x = _as_double(em, v)
+    if numpy:
+        if name not in ("sqrt", "fabs", "floor", "ceil", "trunc"):
+            raise Refuse(f"numpy.{name} on a scalar is not lowered (NumPy's own loop computes "
+                         "other bits than the C library)")
+        r = _new(em, "float", ("np", None), f"{name}({x})")
+        em.check(f"(isnan({r.c}) && !isnan({x}))", f"numpy.{name} would warn (invalid value)")
+        return r
+    if name in _INT_RESULT:
+        em.check(f"!({x} > -9.2e18 && {x} < 9.2e18)", f"math.{name} of a NaN, an infinity or a "
+                 "big float")
+        return _new(em, "int", ("py", None), f"(long long){name}({x})")
+    if name == "sqrt":
+        em.check(f"({x} < 0.0)", "math.sqrt of a negative number")
+    r = _new(em, "float", ("py", None), f"{name}({x})")
+    em.check(f"((isnan({r.c}) && !isnan({x})) || (isinf({r.c}) && isfinite({x})))",
+             f"math.{name} raises here (domain or range error)")
+    return r
+
+
+def constant(value: Any) -> SVal:
+    """A literal of the code (int, float, bool)."""
+    if isinstance(value, bool):
+        return SVal(Ty("bool"), "1" if value else "0")
+    if isinstance(value, int):
+        if not -(1 << 63) < value < (1 << 63):
+            raise Refuse(f"the literal {value} does not fit int64")
+        return SVal(Ty("int"), f"{value}LL" if value != -(1 << 63) else "LLONG_MIN")
+    if isinstance(value, float):
+        return SVal(Ty("float"), _float_literal(value))
+    raise Refuse(f"the constant {value!r} is not a number")
+
+
+def _float_literal(value: float) -> str:
+    if value != value:
+        return "NAN"
+    if value in (float("inf"), float("-inf")):
+        return "INFINITY" if value > 0 else "-INFINITY"
+    return f"{value.hex()}"  # (exact: C99 hex float)

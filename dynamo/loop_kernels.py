@@ -40,7 +40,7 @@ from .codegen import Codegen, call_resume
 from .exc import Unsupported
 from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, ArrTy, Ty
-from .loop_nest.lower import Refuse, loop_at, lower
+from .loop_nest.lower import Refuse, loop_at, lower, range_statement
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
 from .variables.lazy import LazyVariable
 from .variables.ndarray import NDArrayVariable
@@ -83,6 +83,9 @@ def loop_entries(info) -> set[int]:
             loop = info.outermost_loop(i + 1) if info.outermost_loop(i) is None else None
             if loop is not None and loop[0] == i + 1:
                 found.add(i)
+                start = range_statement(info, i)
+                if start is not None:
+                    found.add(start)
         elif inst.name != "FOR_ITER":
             loop = info.outermost_loop(i)
             if loop is not None and loop[0] == i:
@@ -161,13 +164,15 @@ def _statics(tx, names: set[str]) -> dict[str, Any]:
 def plan(tx, index: int) -> "KernelPlan | None":
     """A kernel for the loop entered at instruction `index`, or None (reason logged)."""
     code = tx.code
-    found = loop_at(code, index)
-    if found is None:
+    site = loop_at(code, index)
+    if site is None:
         return None
-    header, back, iterates = found
+    back = site.back
     instrs = tx.info.instructions
-    if iterates and (not tx.stack or getattr(tx.stack[-1], "python_type", lambda: None)()
-                     is not range):
+    if site.takes_range and (not tx.stack or getattr(tx.stack[-1], "python_type",
+                                                     lambda: None)() is not range):
+        return None
+    if not site.takes_range and tx.stack:
         return None
     try:
         names = _names(code, index, back, instrs)
@@ -198,7 +203,7 @@ def plan(tx, index: int) -> "KernelPlan | None":
     for name in kernel.nest.globals_used:
         if isinstance(name, str):
             tx.load_global(name)  # (its guard: the kernel's code depends on what it is)
-    return KernelPlan(kernel, index, iterates)
+    return KernelPlan(kernel, site)
 
 
 def _global_name(inst) -> str:
@@ -210,8 +215,7 @@ class KernelPlan:
     """What the transformed code does where a lowered loop stood (see the module docstring)."""
 
     kernel: LoopKernel
-    entry: int
-    iterates: bool
+    site: Any  # (loop_nest.lower.LoopSite)
     #: the frame's locals bound before the loop (set by `compile_frame`)
     bound_before: frozenset[str] = frozenset()
 
@@ -220,34 +224,47 @@ class KernelPlan:
         nest = self.kernel.nest
         return f"the loop at line {nest.first_line} runs as one C loop kernel ({nest.name})"
 
+    @property
+    def index(self) -> int:
+        return self.site.entry
+
     def emit_driver(self, gen: Codegen, code: types.CodeType) -> None:
         nest = self.kernel.nest
+        site = self.site
         names = self.kernel.names
         from .bytecode_analysis import code_info  # (facts, below this module; cheap)
         info = code_info(code)
-        if self.iterates:
+        if site.takes_range:
             gen.extend(ins.store_fast(ITERABLE))
         gen.extend(ins.with_null(ins.load_const(self.kernel)))
-        gen.extend(ins.load_fast(ITERABLE) if self.iterates else ins.load_const(None))
+        gen.extend(ins.load_fast(ITERABLE) if site.takes_range else ins.load_const(None))
         for name in nest.inputs:
             gen.extend(ins.load_fast(name))
         gen.extend(ins.call(1 + len(nest.inputs)))
         gen.extend(ins.store_fast(KERNEL))
-        if self.iterates:
+        if site.takes_range:
             gen.extend(ins.delete_fast(ITERABLE))
-        for k in [*range(1, len(nest.exits) + 1), 0]:
+        statuses = list(range(1, len(nest.exits) + 1))
+        if site.iterates and not site.takes_range:
+            statuses.append(-1)
+        for k in [*statuses, 0]:
             nxt = Label()
             if k:
                 gen.extend(self._part(0) + ins.if_not_equal(k, nxt))
             self._store_locals(gen, names)
             if k == 0:  # deoptimised: the loop continues in plain Python, in this frame
-                depth = 0
-                if self.iterates:
-                    gen.extend(self._part(2))
-                    depth = 1
-                gen.extend(ins.delete_fast(KERNEL))
-                _continue_here(gen, self.entry, depth)
+                if site.iterates:  # (over the rest of its range)
+                    gen.extend(self._part(2) + ins.delete_fast(KERNEL))
+                    _continue_here(gen, site.get_iter, 1)
+                else:
+                    gen.extend(ins.delete_fast(KERNEL))
+                    _continue_here(gen, site.header, 0)
                 break
+            if k == -1:  # it did not start: the statement that makes the range, in Python
+                gen.extend(ins.delete_fast(KERNEL))
+                _continue_here(gen, site.entry, 0)
+                gen.label(nxt)
+                continue
             ex = nest.exits[k - 1]
             if ex.target is None:
                 gen.extend(self._part(2) + ins.delete_fast(KERNEL) + ins.return_value())

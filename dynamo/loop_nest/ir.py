@@ -24,6 +24,7 @@ NaN made from numbers), the kernel deoptimises instead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -120,10 +121,8 @@ class LoopNest:
     """A lowered loop nest (see the module docstring)."""
 
     name: str
-    #: where it starts in the original code: a ``for`` loop's GET_ITER (the range is on the
-    #: stack) or a ``while`` loop's header
-    entry: int
-    iterates: bool
+    #: where it starts in the original code and where its loop is (`lower.LoopSite`)
+    site: Any
     first_line: int | None
     #: the locals it reads or writes, each with its type (an `ArrTy` or a `Ty`)
     locals: dict[str, Ty | ArrTy]
@@ -140,6 +139,10 @@ class LoopNest:
     #: (the Python objects the kernel's code names by global: name -> object, and module
     #: attributes: (global name, attribute) -> object), for the guards that keep them
     globals_used: dict = field(default_factory=dict)
+
+    @property
+    def iterates(self) -> bool:
+        return self.site.iterates
 
     def text(self) -> str:
         """The lowered loop as the kernel's statements, one per line, with source lines."""

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ...instructions import UNBOUND
-from ...loop_nest.ir import ArrTy, LoopNest, Ty
+from ...loop_nest.ir import ArrTy, LoopNest
 from .build import BuildOptions, build_library
 
 __all__ = ["LoopKernel", "c_source", "PRELUDE"]
@@ -146,8 +146,8 @@ static void npd_release_sigint(void) {
 #define NPD_STORE(T, arr, off, value) do { \
     char *p_ = (arr).data + (off); \
     if (!(arr).writeable) goto npd_deopt; \
-    if (log.n == log.cap && npd_log_grow(&log)) goto npd_deopt; \
-    log.items[log.n].addr = p_; memcpy(&log.items[log.n].old, p_, 8); log.n++; \
+    if (undo.n == undo.cap && npd_log_grow(&undo)) goto npd_deopt; \
+    undo.items[undo.n].addr = p_; memcpy(&undo.items[undo.n].old, p_, 8); undo.n++; \
     *(T *)p_ = (value); } while (0)
 """
 
@@ -178,8 +178,9 @@ def c_source(nest: LoopNest, fname: str) -> str:
         decl.append(f"int T_{name} = 0, SNT_{name} = 0, B_{name} = 0, SNB_{name} = 0;")
     for t, ctype in nest.temps.items():
         decl.append(f"{ctype} {t};")
-    decl.append("long long SN_next = rng[0];")
-    decl.append("npd_log log = {0, 0, 0};")
+    decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
+    decl.append("int started = 0;")
+    decl.append("npd_log undo = {0, 0, 0};")
     decl.append("int result = 0;")
     out += ["    " + d for d in decl]
     out.append("    memset(&ret[0], 0, sizeof ret[0]);")
@@ -199,10 +200,10 @@ def c_source(nest: LoopNest, fname: str) -> str:
         out.append(_stmt(s, nest))
     # ways out
     out.append("npd_deopt:")
-    out.append("    npd_undo_all(&log);")
-    out.append("    rng[0] = SN_next;")
+    out.append("    npd_undo_all(&undo);")
+    out.append("    rng[0] = SN_next; rng[1] = SN_stop; rng[2] = SN_step;")
     out += ["    " + line for line in _write(nest, "SN")]
-    out.append("    result = 0;")
+    out.append("    result = started ? 0 : -1;")
     out.append("    goto npd_done;")
     for k, ex in enumerate(nest.exits, 1):
         out.append(f"npd_exit_{k}:")
@@ -213,7 +214,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
         out.append("    goto npd_done;")
     out.append("npd_done:")
     out.append("    if (main_thread) npd_release_sigint();")
-    out.append("    free(log.items);")
+    out.append("    free(undo.items);")
     out.append("    return result;")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -255,8 +256,8 @@ def _stmt(s, nest: LoopNest) -> str:
     if s.kind == "branch":
         return f"    if ({a[0]}) goto {a[1]}; else goto {a[2]};"
     if s.kind == "header":
-        return ("    log.n = 0; " + _save(nest.locals) + (" SN_next = S0n;" if nest.iterates
-                                                           else ""))
+        return ("    started = 1; undo.n = 0; " + _save(nest.locals) + (
+            " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates else ""))
     if s.kind == "poll":
         return "    if (npd_interrupted) goto npd_deopt;"
     if s.kind == "exit":
@@ -296,19 +297,22 @@ class LoopKernel:
         out = [UNBOUND] * n
         for k, value in zip(self.input_slots, values):
             out[k] = value
+        # (what plain Python does when the kernel cannot start: the whole loop)
+        not_run = (0, tuple(out), iterable) if nest.site.takes_range or not nest.iterates \
+            else (-1, tuple(out), None)
         if np.geterr() != _DEFAULT_ERR:
-            return 0, tuple(out), iterable
+            return not_run
         ffi = self.ffi
         v = ffi.new("npd_val[]", n + 2)
-        tag = ffi.new("unsigned char[]", n + 1)
-        bound = ffi.new("unsigned char[]", n + 1)
+        tag = ffi.new("unsigned char[]", n + 2)
+        bound = ffi.new("unsigned char[]", n + 2)
         rng = ffi.new("long long[3]")
-        if nest.iterates:
+        if nest.site.takes_range:
             if type(iterable) is not range or not (
                     _INT64[0] <= iterable.start <= _INT64[1]
                     and _INT64[0] <= iterable.stop <= _INT64[1]
                     and _INT64[0] <= iterable.step <= _INT64[1]):
-                return 0, tuple(out), iterable
+                return not_run
             rng[0], rng[1], rng[2] = iterable.start, iterable.stop, iterable.step
         arrays: list = []
         keep: list = []
@@ -318,7 +322,7 @@ class LoopKernel:
             if isinstance(ty, ArrTy):
                 if (type(value) is not np.ndarray or value.dtype != ty.dtype
                         or value.ndim != ty.ndim):
-                    return 0, tuple(out), iterable
+                    return not_run
                 for j, a in enumerate(arrays):
                     if a is value:
                         v[k].i = j
@@ -330,12 +334,12 @@ class LoopKernel:
             found = _TYPES.get(type(value))
             if found is None or found[0] != ty.fam or (
                     name not in nest.tagged and found[1] != (ty.tag == "np")):
-                return 0, tuple(out), iterable
+                return not_run
             if found[0] == "float":
                 v[k].f = value
             else:
                 if not _INT64[0] <= value <= _INT64[1]:
-                    return 0, tuple(out), iterable
+                    return not_run
                 v[k].i = int(value)
             tag[k] = found[1]
         arrs = ffi.new("npd_arr[]", max(len(arrays), 1))
@@ -359,9 +363,10 @@ class LoopKernel:
                 result.append(arrays[v[j].i])
             else:
                 result.append(_box(ty.fam, tag[j], v[j]))
+        if k == -1:
+            return not_run
         if k == 0:
-            rest = range(rng[0], iterable.stop, iterable.step) if nest.iterates else None
-            return 0, tuple(result), rest
+            return 0, tuple(result), range(rng[0], rng[1], rng[2]) if nest.iterates else None
         ex = nest.exits[k - 1]
         extra = None
         if ex.ty is not None:

@@ -1,0 +1,448 @@
+"""The instructions a loop kernel lowers, one handler each: the `Opcodes` half of the lowering.
+
+In: one bytecode instruction and the interpreter's `values.State` (its stack and locals). Out:
+the state after it, the statements it emits (through `scalars` and the emitter methods of
+`lower._Lowering`, which this class is mixed into) and, for a jump, the block's edges. What is
+not here is refused (`scalars.Refuse`, naming the instruction or the construct).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+
+from .. import compat
+from . import scalars as S
+from .ir import CTYPE, DTYPES, ArrTy, Exit, Ty
+from .scalars import Refuse, SVal
+from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, State, Static, TupleV,
+                     merge_local)
+
+__all__ = ["Opcodes"]
+
+_BUILTIN_CALLS = {range: "range", len: "len", abs: "abs", min: "min", max: "max", int: "int",
+                  float: "float"}
+_NUMPY_CALLS = {np.sqrt: "sqrt", np.fabs: "fabs", np.floor: "floor", np.ceil: "ceil",
+                np.trunc: "trunc"}
+_BINARY_NAMES = {"ADD": "+", "SUBTRACT": "-", "MULTIPLY": "*", "TRUE_DIVIDE": "/",
+                 "FLOOR_DIVIDE": "//", "MODULO": "%", "REMAINDER": "%", "POWER": "**",
+                 "AND": "&", "OR": "|", "XOR": "^", "LSHIFT": "<<", "RSHIFT": ">>"}
+_COMPARES = {"LT": "<", "LE": "<=", "EQ": "==", "NE": "!=", "GT": ">", "GE": ">="}
+_STACK_OPS = frozenset({"POP_TOP", "COPY", "SWAP", "DUP_TOP", "DUP_TOP_TWO", "ROT_TWO",
+                        "ROT_THREE", "ROT_FOUR", "NOP"})
+
+
+
+
+class Opcodes:
+    """Instruction handlers of `lower._Lowering` (see the module docstring)."""
+
+    def step(self, i: int, inst, state: State):
+        """Interpret one instruction; None to fall through, else the block's edges."""
+        name = inst.name
+        st = state.stack
+        if name in _STACK_OPS:
+            self.stack_op(inst, st)
+            return None
+        if name in ("LOAD_FAST", "LOAD_FAST_CHECK"):
+            st.append(self.load_local(inst.arg, state))
+            return None
+        if name == "LOAD_FAST_LOAD_FAST":
+            for n in inst.arg:
+                st.append(self.load_local(n, state))
+            return None
+        if name == "STORE_FAST":
+            self.store_local(inst.arg, st.pop(), state)
+            return None
+        if name == "STORE_FAST_LOAD_FAST":
+            self.store_local(inst.arg[0], st.pop(), state)
+            st.append(self.load_local(inst.arg[1], state))
+            return None
+        if name == "STORE_FAST_STORE_FAST":
+            self.store_local(inst.arg[0], st.pop(), state)
+            self.store_local(inst.arg[1], st.pop(), state)
+            return None
+        if name == "LOAD_CONST":
+            st.append(S.constant(inst.arg) if not (inst.arg is None) else Static(None))
+            return None
+        if name == "LOAD_GLOBAL":
+            gname = compat.global_name(inst)
+            if gname not in self.statics:
+                raise Refuse(f"the global {gname!r} is not a function the loop kernel knows")
+            obj = self.statics[gname]
+            self.used_statics[gname] = obj
+            if compat.global_pushes_null(inst) and not compat.NULL_AFTER_CALLABLE:
+                st.append(NULL)
+            st.append(Static(obj))
+            if compat.global_pushes_null(inst) and compat.NULL_AFTER_CALLABLE:
+                st.append(NULL)
+            return None
+        if name in ("LOAD_ATTR", "LOAD_METHOD"):
+            self.load_attr(inst, st)
+            return None
+        if name == "PUSHNULL":
+            st.append(NULL)
+            return None
+        if name in ("PRECALL", "RESUME", "EXTENDED_ARG", "CACHE"):
+            return None
+        if name in ("CALL", "CALL_FUNCTION", "CALL_METHOD"):
+            n = inst.arg
+            args = [st.pop() for _ in range(n)][::-1]
+            below = [st.pop()] if name == "CALL_FUNCTION" else [st.pop(), st.pop()]
+            fns = [v for v in below if isinstance(v, Static)]
+            others = [v for v in below if not isinstance(v, (Static, Null))]
+            if len(fns) != 1 or others:
+                raise Refuse("a call of something other than a known function")
+            st.append(self.call(fns[0].obj, args))
+            return None
+        if name == "BINARY_OP" or name.startswith(("BINARY_", "INPLACE_")) and (
+                name.split("_", 1)[1] in _BINARY_NAMES):
+            if name == "BINARY_OP":
+                opname = getattr(inst.arg, "name", str(inst.arg)).replace("INPLACE_", "")
+            else:
+                opname = name.split("_", 1)[1]
+            if opname not in _BINARY_NAMES:
+                raise Refuse(f"the operator {opname} is not lowered")
+            b, a = st.pop(), st.pop()
+            st.append(S.binary(self, _BINARY_NAMES[opname], self.scalar(a), self.scalar(b)))
+            return None
+        if name == "BINARY_SUBSCR":
+            index, container = st.pop(), st.pop()
+            st.append(self.subscript(container, index))
+            return None
+        if name == "STORE_SUBSCR":
+            index, container, value = st.pop(), st.pop(), st.pop()
+            self.store_subscript(container, index, value)
+            return None
+        if name == "BUILD_TUPLE":
+            items = tuple(st[len(st) - inst.arg:])
+            del st[len(st) - inst.arg:]
+            st.append(TupleV(items))
+            return None
+        if name == "COMPARE_OP":
+            b, a = st.pop(), st.pop()
+            cname = getattr(inst.arg, "name", str(inst.arg))
+            cast = cname.endswith("_CAST")
+            r = S.compare(self, _COMPARES[cname.replace("_CAST", "")], self.scalar(a),
+                          self.scalar(b))
+            if cast:
+                r = SVal(Ty("bool"), r.c)
+            st.append(r)
+            return None
+        if name in ("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT"):
+            op = {"UNARY_NEGATIVE": "-", "UNARY_POSITIVE": "+", "UNARY_INVERT": "~",
+                  "UNARY_NOT": "not"}[name]
+            st.append(S.unary(self, op, self.scalar(st.pop())))
+            return None
+        if name == "TO_BOOL":
+            v = self.scalar(st.pop())
+            st.append(v if v.ty == Ty("bool") else S.unary(self, "not", S.unary(self, "not", v)))
+            return None
+        if name == "GET_ITER":
+            r = st.pop()
+            if not isinstance(r, RangeV):
+                raise Refuse("a for loop over something other than range()")
+            its = []
+            for c in (r.start, r.stop, r.step):
+                t = self.temp("long long")
+                self.assign(t, c)
+                its.append(t)
+            st.append(IterV(*its))
+            return None
+        if name == "FOR_ITER":
+            return self.for_iter(i, st, state)
+        if name == "END_FOR":
+            raise Refuse("END_FOR reached (unexpected)")
+        if "JUMP" in name:
+            return self.jump(i, inst, state)
+        if name == "RETURN_VALUE":
+            v = st.pop()
+            self.return_exit(v, state)
+            return []
+        if name == "RETURN_CONST":
+            self.return_exit(S.constant(inst.arg) if inst.arg is not None else Static(None), state)
+            return []
+        raise Refuse(f"the bytecode {name} is not lowered")
+
+    def return_exit(self, v, state: State) -> None:
+        if isinstance(v, Static) and v.obj is None:
+            ex = Exit(None, "None")
+        else:
+            v = self.scalar(v)
+            ex = Exit(None, v.c, v.ty, v.tag_c)
+        self.exit(ex, State([], state.locals))
+
+    def stack_op(self, inst, st: list) -> None:
+        name = inst.name
+        if name == "NOP":
+            return
+        if name == "POP_TOP":
+            st.pop()
+        elif name == "COPY":
+            st.append(st[-inst.arg])
+        elif name == "SWAP":
+            st[-1], st[-inst.arg] = st[-inst.arg], st[-1]
+        elif name == "DUP_TOP":
+            st.append(st[-1])
+        elif name == "DUP_TOP_TWO":
+            st.extend(st[-2:])
+        elif name == "ROT_TWO":
+            st[-1], st[-2] = st[-2], st[-1]
+        elif name == "ROT_THREE":
+            st[-3:] = [st[-1], st[-3], st[-2]]
+        elif name == "ROT_FOUR":
+            st[-4:] = [st[-1], st[-4], st[-3], st[-2]]
+
+    def scalar(self, v) -> SVal:
+        if not isinstance(v, SVal):
+            raise Refuse(f"a {type(v).__name__} where the loop kernel needs a number")
+        return v
+
+    # locals
+    def load_local(self, name: str, state: State):
+        ty, bound = state.locals.get(name, (None, "no"))
+        if ty is None:
+            raise Refuse(f"local {name!r} is read where it is unbound (or not a number or an "
+                         "array)")
+        if bound != "yes":
+            self.check(f"!B_{name}", f"local {name!r} is unbound (UnboundLocalError)")
+        if isinstance(ty, ArrTy):
+            t = self.temp("npd_arr")
+            self.assign(t, f"L_{name}")
+            return AVal(ty, t)
+        t = self.temp(CTYPE[ty.fam])
+        self.assign(t, f"L_{name}")
+        if name in self.tagged:
+            tt = self.temp("int")
+            self.assign(tt, f"T_{name}")
+            return SVal(Ty(ty.fam, "rt"), t, tt)
+        return SVal(ty, t)
+
+    def store_local(self, name: str, v, state: State) -> None:
+        if isinstance(v, AVal):
+            ty = v.ty
+        elif isinstance(v, SVal):
+            ty = v.ty
+        else:
+            raise Refuse(f"local {name!r} is given a {type(v).__name__}, not a number or array")
+        old = state.locals.get(name)
+        if old is not None and old[0] is not None:
+            merge_local(old, (ty, "yes"))  # (raises when the family changes)
+        state.locals[name] = (ty, "yes")
+        if self.emitting:
+            self.assign(f"L_{name}", v.c)
+            if name in self.tagged:
+                self.assign(f"T_{name}", v.tag_c)
+            if name in self.flagged:
+                self.assign(f"B_{name}", "1")
+
+    # attributes and calls
+    def load_attr(self, inst, st: list) -> None:
+        attr = compat.attr_name(inst)
+        obj = st.pop()
+        method = inst.name == "LOAD_METHOD" or compat.attr_is_method(inst)
+        if isinstance(obj, Static) and isinstance(obj.obj, types.ModuleType):
+            value = getattr(obj.obj, attr, None)
+            if value is None:
+                raise Refuse(f"{obj.obj.__name__}.{attr} does not exist")
+            modname = [k for k, v in self.used_statics.items() if v is obj.obj]
+            self.used_statics[(modname[0] if modname else obj.obj.__name__, attr)] = value
+            if method and not compat.NULL_AFTER_CALLABLE:
+                st.append(NULL)
+            st.append(Static(value))
+            if method and compat.NULL_AFTER_CALLABLE:
+                st.append(NULL)
+            return
+        if isinstance(obj, AVal) and not method:
+            if attr == "shape":
+                st.append(ShapeV(obj))
+                return
+            if attr == "ndim":
+                st.append(S.constant(obj.ty.ndim))
+                return
+            if attr == "size":
+                expr = " * ".join(f"{obj.c}.shape[{k}]" for k in range(obj.ty.ndim)) or "1"
+                t = self.temp("long long")
+                self.assign(t, expr)
+                st.append(SVal(Ty("int"), t))
+                return
+        raise Refuse(f"the attribute .{attr} is not lowered")
+
+    def call(self, fn, args: list):
+        kind = _BUILTIN_CALLS.get(fn) if _hashable(fn) else None
+        if kind == "range":
+            if not 1 <= len(args) <= 3:
+                raise Refuse("range() with no or too many arguments")
+            for a in args:
+                if not isinstance(a, SVal) or a.ty.fam != "int" and a.ty != Ty("bool"):
+                    raise Refuse("range() of something other than ints")
+            cs = [a.c for a in args]
+            if len(cs) == 1:
+                start, stop, step = "0LL", cs[0], "1LL"
+            elif len(cs) == 2:
+                start, stop, step = cs[0], cs[1], "1LL"
+            else:
+                start, stop, step = cs
+            self.check(f"({step} == 0)", "range() arg 3 must not be zero (ValueError)")
+            return RangeV(start, stop, step)
+        if kind == "len":
+            (a,) = args
+            if not isinstance(a, AVal) or a.ty.ndim == 0:
+                raise Refuse("len() of something other than an array")
+            t = self.temp("long long")
+            self.assign(t, f"{a.c}.shape[0]")
+            return SVal(Ty("int"), t)
+        if kind in ("abs",) and len(args) == 1:
+            return S.unary(self, "abs", self.scalar(args[0]))
+        if kind in ("int", "float") and len(args) == 1:
+            return S.convert(self, kind, self.scalar(args[0]))
+        if kind in ("min", "max") and len(args) == 2:
+            a, b = self.scalar(args[0]), self.scalar(args[1])
+            if a.ty.fam != b.ty.fam or "bool" in (a.ty.fam,):
+                raise Refuse(f"{kind}() of values of two families")
+            # (Python: min(a, b) is b if b < a else a; max(a, b) is b if b > a else a)
+            pick = S.compare(self, "<" if kind == "min" else ">", b, a)
+            t = self.temp(CTYPE[a.ty.fam])
+            self.assign(t, f"({pick.c} ? {b.c} : {a.c})")
+            if a.ty.tag == b.ty.tag and a.ty.tag != "rt":
+                return SVal(a.ty, t)
+            tt = self.temp("int")
+            self.assign(tt, f"({pick.c} ? {b.tag_c} : {a.tag_c})")
+            return SVal(Ty(a.ty.fam, "rt"), t, tt)
+        if getattr(fn, "__module__", None) == "math" or (
+                isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__self__", None) is math):
+            name = fn.__name__
+            if name in S.MATH_FUNCTIONS and len(args) == 1:
+                return S.math_call(self, name, self.scalar(args[0]))
+        if _hashable(fn) and fn in _NUMPY_CALLS and len(args) == 1:
+            return S.math_call(self, _NUMPY_CALLS[fn], self.scalar(args[0]), numpy=True)
+        raise Refuse(f"a call of {getattr(fn, '__qualname__', fn)!r}")
+
+    # elements
+    def offset(self, arr: AVal, index) -> str:
+        items = index.items if isinstance(index, TupleV) else (index,)
+        if len(items) != arr.ty.ndim:
+            raise Refuse(f"an index of {len(items)} integers into a {arr.ty.ndim}-d array (only "
+                         "single elements are lowered)")
+        parts = []
+        for k, item in enumerate(items):
+            v = self.scalar(item)
+            if v.ty.fam != "int":
+                raise Refuse("an array index that is not an int")
+            t = self.temp("long long")
+            dim = f"{arr.c}.shape[{k}]"
+            self.assign(t, f"({v.c} < 0 ? {v.c} + {dim} : {v.c})")
+            self.check(f"((unsigned long long){t} >= (unsigned long long){dim})",
+                       "index out of range (IndexError)")
+            parts.append(f"{t} * {arr.c}.strides[{k}]")
+        return " + ".join(parts) or "0"
+
+    def subscript(self, container, index):
+        if isinstance(container, ShapeV):
+            v = self.scalar(index)
+            if not v.c.rstrip("L").lstrip("-").isdigit():
+                raise Refuse("A.shape[k] with k not a literal")
+            k = int(v.c.rstrip("L"))
+            k = k + container.arr.ty.ndim if k < 0 else k
+            if not 0 <= k < container.arr.ty.ndim:
+                raise Refuse("A.shape[k] out of range")
+            t = self.temp("long long")
+            self.assign(t, f"{container.arr.c}.shape[{k}]")
+            return SVal(Ty("int"), t)
+        if not isinstance(container, AVal):
+            raise Refuse(f"indexing a {type(container).__name__}")
+        off = self.offset(container, index)
+        fam = DTYPES[container.ty.dtype]
+        t = self.temp(CTYPE[fam])
+        ctype = {"float": "double", "int": "long long", "bool": "unsigned char"}[fam]
+        self.assign(t, f"*({ctype} *)({container.c}.data + {off})")
+        return SVal(Ty(fam, "np"), t)
+
+    def store_subscript(self, container, index, value) -> None:
+        if not isinstance(container, AVal):
+            raise Refuse(f"assigning into a {type(container).__name__}")
+        v = self.scalar(value)
+        fam = DTYPES[container.ty.dtype]
+        off = self.offset(container, index)
+        if fam == "bool":
+            raise Refuse("writing into a bool array is not lowered")
+        if fam == "float":
+            x = v.c if v.ty.fam == "float" else f"(double){v.c}"
+            self.emit("store", container.c, off, ("double", x))
+            return
+        if v.ty.fam == "float":
+            self.check(f"!({v.c} > -9.2e18 && {v.c} < 9.2e18)",
+                       "a NaN, infinity or big float into an int array")
+            x = f"(long long){v.c}"
+        else:
+            x = v.c
+        self.emit("store", container.c, off, ("long long", x))
+
+    # control flow
+    def for_iter(self, i: int, st: list, state: State):
+        it = st.pop()
+        if not isinstance(it, IterV):
+            raise Refuse("FOR_ITER over something other than a range iterator")
+        exhausted = self.info.target(i) + compat.loop_exit_skip()
+        cond = f"({it.step} > 0 ? {it.n} >= {it.stop} : {it.n} <= {it.stop})"
+        done_state = State(list(st), dict(state.locals))
+        body_state = State(list(st), dict(state.locals))
+        if self.emitting:
+            self.emit("branch", cond, f"L{i}_done", f"L{i}_body")
+            self.emit("label", f"L{i}_done")
+        edges = [self.edge(exhausted, done_state)]
+        if self.emitting:
+            self.emit("label", f"L{i}_body")
+        item, nxt = self.temp("long long"), self.temp("long long")
+        self.assign(item, it.n)
+        self.check(f"__builtin_add_overflow({it.n}, {it.step}, &{nxt})", "a range beyond int64")
+        body_state.stack.append(IterV(nxt, it.stop, it.step))
+        body_state.stack.append(SVal(Ty("int"), item))
+        edges.append(self.edge(i + 1, body_state))
+        return edges
+
+    def jump(self, i: int, inst, state: State):
+        name = inst.name
+        target = self.info.target(i)
+        st = state.stack
+        if name in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT",
+                    "JUMP", "JUMP_NO_INTERRUPT"):
+            return [self.edge(target, state)]
+        if name in ("JUMP_IF_FALSE_OR_POP", "JUMP_IF_TRUE_OR_POP"):
+            v = self.scalar(st[-1])
+            on_true = "TRUE" in name
+            jump_state = state.copy()
+            st.pop()
+            fall_state = state
+            return self.branch(S.truth(v), (target, jump_state) if on_true else (i + 1, fall_state),
+                               (i + 1, fall_state) if on_true else (target, jump_state))
+        if "IF_FALSE" in name or "IF_TRUE" in name:
+            v = self.scalar(st.pop())
+            on_true = "IF_TRUE" in name
+            jump_state, fall_state = state.copy(), state
+            then, other = ((target, jump_state), (i + 1, fall_state)) if on_true else (
+                (i + 1, fall_state), (target, jump_state))
+            return self.branch(S.truth(v), then, other)
+        raise Refuse(f"the jump {name} is not lowered")
+
+    def branch(self, cond: str, then, other):
+        """Two edges: to `then` when `cond` holds, else to `other`."""
+        a, b = f"B{len(self.stmts)}a", f"B{len(self.stmts)}b"
+        if self.emitting:
+            self.emit("branch", cond, a, b)
+            self.emit("label", a)
+        edges = [self.edge(*then)]
+        if self.emitting:
+            self.emit("label", b)
+        edges.append(self.edge(*other))
+        return edges
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True

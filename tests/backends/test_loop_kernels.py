@@ -1,0 +1,459 @@
+"""Loop kernels (dynamo.loop_kernels): a whole loop nest runs as one C function, exact by
+deoptimisation. Plain Python is the oracle: return values (type and bits), the arrays'
+final contents, the exception (type, message) and the warnings, on the first (compiling) call
+and on a cache hit; and each test checks the loop really ran as a kernel (the break reason
+names it), so a test cannot pass by the loop silently staying in Python."""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+import warnings
+
+import numpy as np
+import pytest
+
+import dynamo
+from dynamo import config
+from dynamo.loop_nest.lower import Refuse, lower
+from dynamo.loop_nest.ir import ArrTy, Ty
+
+
+def _copy(args):
+    return [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _run(fn, args):
+    args = _copy(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            result, error = fn(*args), None
+        except Exception as exc:  # (the oracle's exception is part of the outcome)
+            result, error = None, (type(exc), str(exc))
+    return result, error, args, [(w.category, str(w.message)) for w in caught]
+
+
+def _same_value(a, b) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(_same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, (float, np.floating)):
+        return np.array(a).tobytes() == np.array(b).tobytes()
+    return a == b
+
+
+def check(fn, *args, kernel=True):
+    """`fn` compiled by the C backend behaves as plain Python, twice."""
+    expected = _run(fn, args)
+    compiled = dynamo.compile(fn, backend="c")
+    for _ in range(2):
+        got = _run(compiled, args)
+        assert got[1] == expected[1], (got[1], expected[1])
+        assert got[3] == expected[3], (got[3], expected[3])
+        assert _same_value(got[0], expected[0]), (got[0], expected[0])
+        for a, b in zip(got[2], expected[2]):
+            assert _same_value(a, b), (a, b)
+    reasons = " ".join(dynamo.explain(fn, backend="c")(*_copy(args)).break_reasons) if \
+        expected[1] is None else _kernel_reason(fn, args)
+    assert ("C loop kernel" in reasons) == kernel, reasons
+    return expected[0]
+
+
+def _kernel_reason(fn, args) -> str:
+    try:
+        out = dynamo.explain(fn, backend="c")(*_copy(args))
+    except Exception:  # (the explained run raises as the program does)
+        return "C loop kernel" if _counts_kernel(fn, args) else ""
+    return " ".join(out.break_reasons)
+
+
+def _counts_kernel(fn, args) -> bool:
+    from dynamo import loop_kernels
+    before = len(loop_kernels._built)
+    dynamo.reset()
+    try:
+        dynamo.compile(fn, backend="c")(*_copy(args))
+    except Exception:
+        pass
+    return len(loop_kernels._built) >= before and any(
+        k[0] is fn.__code__ for k in loop_kernels._built)
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    dynamo.reset()
+    yield
+    dynamo.reset()
+
+
+# The loop programs ------------------------------------------------------------------------------
+
+def recurrence(x):
+    y = np.empty_like(x)
+    y[0] = x[0]
+    for i in range(1, x.shape[0]):
+        y[i] = 0.5 * y[i - 1] + x[i]
+    return y
+
+
+def crc32(data):
+    crc = 0xFFFFFFFF
+    for i in range(data.shape[0]):
+        crc ^= int(data[i])
+        for k in range(8):
+            if crc & 1:
+                crc = (crc >> 1) ^ 0xEDB88320
+            else:
+                crc >>= 1
+    return crc ^ 0xFFFFFFFF
+
+
+def forward_substitution(L, b):
+    n = b.shape[0]
+    x = np.zeros(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(i):
+            s += L[i, j] * x[j]
+        x[i] = (b[i] - s) / L[i, i]
+    return x
+
+
+def count_in_circle(x, y):
+    count = 0
+    for i in range(len(x)):
+        if x[i] * x[i] + y[i] * y[i] <= 1.0:
+            count += 1
+    return count
+
+
+def newton_sqrt(a):
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        g = a[i]
+        while abs(g * g - a[i]) > 1e-12 * a[i]:
+            g = 0.5 * (g + a[i] / g)
+        out[i] = g
+    return out
+
+
+def stencil(u, steps):
+    n = u.shape[0]
+    new = u.copy()
+    for t in range(steps):
+        for i in range(1, n - 1):
+            new[i] = u[i] + 0.1 * (u[i - 1] - 2 * u[i] + u[i + 1])
+        for i in range(n):
+            u[i] = new[i]
+    return u
+
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (recurrence, (RNG.random(500),)),
+    (crc32, (RNG.integers(0, 255, 300),)),
+    (forward_substitution, (np.tril(RNG.random((40, 40))) + np.eye(40), RNG.random(40))),
+    (count_in_circle, (RNG.random(1000) * 2 - 1, RNG.random(1000) * 2 - 1)),
+    (newton_sqrt, (RNG.random(100) + 0.5,)),
+    (stencil, (RNG.random(50), 20)),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_loop_programs_run_as_kernels_with_plain_results(fn, args):
+    check(fn, *args)
+
+
+def test_one_kernel_serves_every_size_and_value():
+    compiled = dynamo.compile(recurrence, backend="c")
+    for n in (5, 17, 40, 3, 100, 8, 9, 11, 12, 13):
+        x = RNG.random(n)
+        assert np.array_equal(compiled(x), recurrence(x))
+    from dynamo import loop_kernels
+    built = [k for k in loop_kernels._built if k[0] is recurrence.__code__]
+    assert len(built) == 1
+
+
+# Deoptimisation: the exception or warning comes from Python or NumPy, at the same iteration ----
+
+def divide_after_write(a, z):
+    s = 0.0
+    for i in range(a.shape[0]):
+        a[i] = a[i] * 2
+        s += 1.0 / (a[i] - z)   # a Python float: ZeroDivisionError when a[i] == z
+    return s
+
+
+def test_python_float_division_by_zero_raises_after_the_same_writes():
+    check(divide_after_write, np.arange(10.0), 3.0 * 2)   # fails at i = 3, after a[3] = 6
+
+
+def numpy_divide(a):
+    s = np.float64(0.0)
+    for i in range(a.shape[0]):
+        s += 1.0 / a[i]   # a NumPy scalar: inf and a RuntimeWarning at a[i] == 0
+    return s
+
+
+def test_numpy_scalar_division_by_zero_warns_as_numpy():
+    check(numpy_divide, np.array([1.0, 2.0, 0.0, 4.0]))
+
+
+def out_of_range(a, n):
+    for i in range(n):
+        a[i] = i
+    return a
+
+
+def test_index_out_of_range_raises_index_error_after_the_writes():
+    check(out_of_range, np.zeros(5), 7)
+
+
+def negative_indices(a):
+    for i in range(1, a.shape[0] + 1):
+        a[-i] += i
+    return a
+
+
+def test_negative_indices_wrap():
+    check(negative_indices, np.zeros(6))
+
+
+def big_power(k):
+    x = 1
+    for i in range(k):
+        x = x * 3
+    return x
+
+
+def test_python_int_overflow_gives_the_big_int():
+    assert check(big_power, 50) == 3 ** 50
+
+
+def int64_overflow(a):
+    s = a[0]
+    for i in range(1, a.shape[0]):
+        s = s * a[i]
+    return s
+
+
+def test_numpy_int64_overflow_warns_as_numpy():
+    check(int64_overflow, np.full(8, 2 ** 20, dtype=np.int64))
+
+
+def sqrt_of_negative(a):
+    t = 0.0
+    for i in range(a.shape[0]):
+        t += math.sqrt(a[i])
+    return t
+
+
+def test_math_domain_error_raises_value_error():
+    check(sqrt_of_negative, np.array([1.0, 4.0, -1.0, 9.0]))
+
+
+def test_math_functions_have_cpython_bits():
+    def f(a):
+        t = 0.0
+        for i in range(a.shape[0]):
+            t += math.exp(a[i]) - math.log(a[i] + 1.0) + math.sin(a[i]) * math.tanh(a[i])
+        return t
+    check(f, RNG.random(200) * 3)
+
+
+def float_floor_division(a, b):
+    q = 0.0
+    for i in range(a.shape[0]):
+        q += a[i] // b[i] + a[i] % b[i]
+    return q
+
+
+def test_float_floor_division_and_modulo_follow_python():
+    check(float_floor_division, RNG.standard_normal(100) * 10, RNG.standard_normal(100) + 0.1)
+
+
+def int_division(a):
+    q = 0
+    for i in range(a.shape[0]):
+        q += int(a[i]) // 3 - int(a[i]) % -7 + (-int(a[i])) // 2
+    return q
+
+
+def test_int_floor_division_and_modulo_follow_python():
+    check(int_division, RNG.integers(-1000, 1000, 50))
+
+
+def test_errstate_other_than_default_runs_the_loop_in_python():
+    def f(a):
+        s = np.float64(0.0)
+        for i in range(a.shape[0]):
+            s += 1.0 / a[i]
+        return s
+    a = np.array([1.0, 0.0])
+    compiled = dynamo.compile(f, backend="c")
+    compiled(np.ones(2))
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            compiled(a)
+    with np.errstate(divide="ignore"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert compiled(a) == np.inf
+
+
+# Control flow and types -----------------------------------------------------------------------
+
+def control(a, n):
+    total = 0
+    j = 0
+    for i in range(n):
+        if i % 3 == 0:
+            continue
+        if a[i] > 0.5 and i > 2 or not i:
+            total += 1
+        elif a[i] < 0.1:
+            break
+        while j < i and a[j] < 0.9:
+            j += 1
+    return total, j
+
+
+def test_break_continue_and_or_while():
+    check(control, RNG.random(30), 30)
+
+
+def returns_inside(a):
+    for i in range(a.shape[0]):
+        if a[i] < 0:
+            return i
+    return -1
+
+
+def test_return_inside_the_loop():
+    check(returns_inside, np.array([1.0, 2.0, -3.0, 4.0]))
+    check(returns_inside, np.array([1.0, 2.0]))
+
+
+def tag_changes(a):
+    s = 0.0          # a Python float, then a NumPy float64 after the first iteration
+    m = 0
+    for i in range(a.shape[0]):
+        s += a[i]
+        m = max(m, i)
+    return s, m
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_a_local_that_becomes_a_numpy_scalar_keeps_its_type(n):
+    result = check(tag_changes, RNG.random(n))
+    assert type(result[0]) is (float if n == 0 else np.float64)
+
+
+def loop_variable_after(n):
+    for i in range(n):
+        last = i * 2
+    return i, last
+
+
+def test_a_loop_variable_after_the_loop():
+    check(loop_variable_after, 4)
+    check(loop_variable_after, 0)  # UnboundLocalError, as in Python
+
+
+def swap_arrays(u, v, steps):
+    for t in range(steps):
+        for i in range(u.shape[0]):
+            v[i] = u[i] + 1.0
+        u, v = v, u
+    return u, v
+
+
+def test_swapped_arrays_come_back_as_the_same_objects():
+    u, v = np.zeros(4), np.zeros(4)
+    out = dynamo.compile(swap_arrays, backend="c")(u, v, 3)
+    assert out[0] is v and out[1] is u
+    check(swap_arrays, np.zeros(4), np.zeros(4), 3)
+
+
+def test_read_only_array_raises_as_numpy():
+    a = np.zeros(3)
+    a.flags.writeable = False
+    check(out_of_range, a, 2)
+
+
+def test_big_python_int_argument_runs_in_python():
+    check(big_power, 3)
+    compiled = dynamo.compile(big_power, backend="c")
+    assert compiled(2 ** 70 // 2 ** 70 * 70) == 3 ** 70
+
+
+def test_other_backends_do_not_use_kernels():
+    out = dynamo.explain(recurrence, backend="eager")(RNG.random(10))
+    assert not any("C loop kernel" in r for r in out.break_reasons)
+
+
+def test_config_switch_turns_kernels_off(monkeypatch):
+    monkeypatch.setattr(config, "loop_kernels", False)
+    check(recurrence, RNG.random(10), kernel=False)
+
+
+# What does not lower, and says why ----------------------------------------------------------
+
+def test_refusals_name_the_construct():
+    def f(a, n):
+        for i in range(n):
+            a[i] = a[:i].sum()
+        return a
+    code = f.__code__
+    from dynamo.bytecode_analysis import code_info
+    entry = next(i for i, inst in enumerate(code_info(code).instructions)
+                 if inst.name == "GET_ITER")
+    with pytest.raises(Refuse, match="not lowered"):
+        lower(code, entry, {"a": ArrTy(np.dtype(np.float64), 1), "n": Ty("int")}, {"range": range})
+
+
+def test_unlowered_loops_keep_todays_treatment():
+    def f(a):
+        out = []
+        for i in range(a.shape[0]):
+            out.append(a[i])
+        return out
+    check(f, RNG.random(5), kernel=False)
+
+
+# Ctrl-C --------------------------------------------------------------------------------------
+
+def spin(a, n):
+    i = 0
+    while i < n:
+        a[0] = a[0] + 1.0   # (progress, visible afterwards)
+        i += 1
+    return i
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="needs pthread_kill")
+def test_ctrl_c_interrupts_a_running_kernel():
+    """SIGINT from another thread while the kernel runs (the GIL released): the kernel stops
+    at its next loop head, undoing that iteration, and the KeyboardInterrupt is raised. Without
+    the poll the kernel would run all its iterations (~10 s) before Python saw the signal."""
+    compiled = dynamo.compile(spin, backend="c")
+    a = np.zeros(1)
+    assert compiled(a, 10) == 10 and a[0] == 10.0
+    assert threading.current_thread() is threading.main_thread()
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+    a[0] = 0.0
+    n = 3 * 10 ** 9
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            compiled(a, n)
+    finally:
+        timer.cancel()
+    assert 0 < a[0] < n and a[0] == int(a[0])
+    # the handler in front of Python's is gone again
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -17,7 +17,8 @@ from .. import compat
 from . import scalars as S
 from .ir import CTYPE, DTYPES, ArrTy, Exit, Ty
 from .scalars import Refuse, SVal
-from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, State, Static, TupleV,
+from .slices import dot, slice_view
+from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, SliceIdx, State, Static, TupleV,
                      merge_local)
 
 __all__ = ["Opcodes"]
@@ -65,7 +66,13 @@ class Opcodes:
             self.store_local(inst.arg[1], st.pop(), state)
             return None
         if name == "LOAD_CONST":
-            st.append(S.constant(inst.arg) if not (inst.arg is None) else Static(None))
+            if isinstance(inst.arg, slice):
+                if inst.arg.step is not None:
+                    raise Refuse("a slice with a step")
+                st.append(SliceIdx(*(None if x is None else S.constant(x)
+                                     for x in (inst.arg.start, inst.arg.stop))))
+            else:
+                st.append(S.constant(inst.arg) if inst.arg is not None else Static(None))
             return None
         if name == "LOAD_GLOBAL":
             gname = compat.global_name(inst)
@@ -103,10 +110,23 @@ class Opcodes:
                 opname = getattr(inst.arg, "name", str(inst.arg)).replace("INPLACE_", "")
             else:
                 opname = name.split("_", 1)[1]
+            b, a = st.pop(), st.pop()
+            if opname == "MATRIX_MULTIPLY":
+                st.append(dot(self, a, b, matmul=True))
+                return None
             if opname not in _BINARY_NAMES:
                 raise Refuse(f"the operator {opname} is not lowered")
-            b, a = st.pop(), st.pop()
             st.append(S.binary(self, _BINARY_NAMES[opname], self.scalar(a), self.scalar(b)))
+            return None
+        if name == "BUILD_SLICE":
+            if inst.arg != 2:
+                raise Refuse("a slice with a step")
+            stop, start = st.pop(), st.pop()
+            st.append(SliceIdx(_bound(start), _bound(stop)))
+            return None
+        if name == "BINARY_SLICE":
+            stop, start, container = st.pop(), st.pop(), st.pop()
+            st.append(self.subscript(container, SliceIdx(_bound(start), _bound(stop))))
             return None
         if name == "BINARY_SUBSCR":
             index, container = st.pop(), st.pop()
@@ -316,6 +336,8 @@ class Opcodes:
             name = fn.__name__
             if name in S.MATH_FUNCTIONS and len(args) == 1:
                 return S.math_call(self, name, self.scalar(args[0]))
+        if fn is np.dot and len(args) == 2:
+            return dot(self, args[0], args[1], matmul=False)
         if _hashable(fn) and fn in _NUMPY_CALLS and len(args) == 1:
             return S.math_call(self, _NUMPY_CALLS[fn], self.scalar(args[0]), numpy=True)
         raise Refuse(f"a call of {getattr(fn, '__qualname__', fn)!r}")
@@ -353,6 +375,9 @@ class Opcodes:
             return SVal(Ty("int"), t)
         if not isinstance(container, AVal):
             raise Refuse(f"indexing a {type(container).__name__}")
+        items = index.items if isinstance(index, TupleV) else (index,)
+        if any(isinstance(item, SliceIdx) for item in items):
+            return slice_view(self, container, items)
         off = self.offset(container, index)
         fam = DTYPES[container.ty.dtype]
         t = self.temp(CTYPE[fam])
@@ -438,6 +463,13 @@ class Opcodes:
             self.emit("label", b)
         edges.append(self.edge(*other))
         return edges
+
+
+def _bound(v):
+    """A slice bound from the stack: None, or an int value."""
+    if isinstance(v, Static) and v.obj is None:
+        return None
+    return v
 
 
 def _hashable(x) -> bool:

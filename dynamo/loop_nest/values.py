@@ -17,7 +17,7 @@ from .ir import ArrTy, Ty
 from .scalars import Refuse, SVal
 
 __all__ = ["AVal", "RangeV", "IterV", "Static", "Null", "NULL", "TupleV", "ShapeV", "State",
-           "merge_local", "merge_value"]
+           "SliceIdx", "SliceV", "merge_local", "merge_value"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,23 @@ class TupleV:
 @dataclass(frozen=True)
 class ShapeV:
     arr: AVal
+
+
+@dataclass(frozen=True)
+class SliceIdx:
+    """``start:stop`` inside an index (each an int value or None)."""
+    start: Any
+    stop: Any
+
+
+@dataclass(frozen=True)
+class SliceV:
+    """A one-dimensional view of an array (`slices.slice_view`): C expressions of its first
+    element's address, its length and its stride in bytes."""
+    ptr: str
+    n: str
+    stride: str
+    base: AVal
 
 
 NULL = Null()

@@ -457,3 +457,53 @@ def test_ctrl_c_interrupts_a_running_kernel():
     assert 0 < a[0] < n and a[0] == int(a[0])
     # the handler in front of Python's is gone again
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# Slices and dot products: NumPy's own BLAS, bit for bit --------------------------------------
+
+def _suite_kernel(name):
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from loop_kernels import KERNELS  # noqa: E402
+    return next(k for k in KERNELS if k[0] == name)
+
+
+@pytest.mark.parametrize("name", ["cholesky", "lu", "trisolv"])
+@pytest.mark.parametrize("n", [1, 2, 7, 33])
+def test_factorisations_and_solves_are_kernels_with_numpys_bits(name, n):
+    _, fn, make = _suite_kernel(name)
+    check(fn, *make(n))
+
+
+def dots(a, b, n):
+    s = 0.0
+    for i in range(n + 1):
+        s += np.dot(a[:i], b[:i]) + a[i:] @ b[i:] + np.dot(a[-i:], b[:i])
+    return s
+
+
+def test_dot_of_slices_with_python_bounds():
+    a = np.array([-0.0, 1.5, -2.25, 3.0])
+    check(dots, a, np.array([1.0, -0.0, 4.0, 0.5]), 3)
+    check(dots, RNG.standard_normal(9), RNG.standard_normal(9), 8)
+
+
+def mismatched(a, b):
+    s = 0.0
+    for i in range(3):
+        s += np.dot(a[:i + 1], b[:i + 2])
+    return s
+
+
+def test_dot_of_different_lengths_raises_value_error():
+    check(mismatched, np.ones(5), np.ones(5))
+
+
+def test_dot_of_a_column_and_a_row():
+    def f(A):
+        s = 0.0
+        for j in range(A.shape[0]):
+            s += A[:j, j] @ A[j, :j]
+        return s
+    check(f, RNG.standard_normal((6, 6)))

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...instructions import UNBOUND
 from ...loop_nest.ir import ArrTy, LoopNest
+from ...loop_nest.scalars import Refuse
 from .build import BuildOptions, build_library
 
 __all__ = ["LoopKernel", "c_source", "PRELUDE"]
@@ -141,6 +142,21 @@ static void npd_release_sigint(void) {
     struct sigaction now;
     sigaction(SIGINT, NULL, &now);
     if (now.sa_sigaction == npd_on_sigint) sigaction(SIGINT, &npd_previous, NULL);
+}
+
+/* NumPy's BLAS ddot (set once the library is loaded: npd_set_ddot) */
+static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
+void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,
+                                                     const double *, long long))f; }
+static int npd_has_nan(char *a, long long n, long long sa, char *b, long long sb) {
+    for (long long k = 0; k < n; k++)
+        if (isnan(*(double *)(a + k * sa)) || isnan(*(double *)(b + k * sb))) return 1;
+    return 0;
+}
+static int npd_has_inf(char *a, long long n, long long sa, char *b, long long sb) {
+    for (long long k = 0; k < n; k++)
+        if (isinf(*(double *)(a + k * sa)) || isinf(*(double *)(b + k * sb))) return 1;
+    return 0;
 }
 
 #define NPD_STORE(T, arr, off, value) do { \
@@ -283,11 +299,16 @@ class LoopKernel:
         fname = "npd_loop"
         self.source = PRELUDE + c_source(nest, fname)
         cdef = CDEF + (f"int {fname}(npd_arr *, npd_val *, unsigned char *, unsigned char *, "
-                       "long long *, int, npd_val *);")
+                       "long long *, int, npd_val *);\nvoid npd_set_ddot(void *);")
+        ddot = numpy_ddot() if "npd_ddot(" in self.source else 0
+        if ddot is None:
+            raise Refuse("a dot product, and NumPy's BLAS (scipy-openblas) was not found")
         self.library = build_library(self.source, cdef, BuildOptions(
             openmp=False, cflags=("-ffp-contract=off", "-fno-strict-aliasing", "-O2")))
         self.ffi = self.library.ffi
         self.fn = getattr(self.library.lib, fname)
+        if ddot:
+            self.library.lib.npd_set_ddot(self.ffi.cast("void *", ddot))
         self.slots = {name: k for k, name in enumerate(self.names)}
         self.input_slots = tuple(self.slots[n] for n in nest.inputs)
 
@@ -372,6 +393,35 @@ class LoopKernel:
         if ex.ty is not None:
             extra = _box(ex.ty.fam, v[n + 1].i, v[n])
         return k, tuple(result), extra
+
+
+_ddot: list = []
+
+
+def numpy_ddot() -> int | None:
+    """The address of ``cblas_ddot`` in the BLAS NumPy's ``DOUBLE_dot`` calls (the wheels'
+    scipy-openblas, ILP64), or None when NumPy uses another BLAS."""
+    if not _ddot:
+        _ddot.append(_find_ddot())
+    return _ddot[0]
+
+
+def _find_ddot() -> int | None:
+    import ctypes  # (only to find the one symbol)
+    import glob
+    import os
+    config = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    if config.get("name") != "scipy-openblas" or "USE64BITINT" not in str(
+            config.get("openblas configuration", "")):
+        return None
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in glob.glob(os.path.join(libs, "libscipy_openblas64_*")):
+        try:
+            lib = ctypes.CDLL(path)
+            return ctypes.cast(lib.scipy_cblas_ddot64_, ctypes.c_void_p).value
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 def _box(fam: str, tag: int, val) -> Any:

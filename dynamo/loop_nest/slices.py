@@ -1,0 +1,88 @@
+"""Slices of arrays in a loop kernel, and the dot products over them.
+
+In: an array (`values.AVal`) and an index holding one slice (``A[i, :j]``, ``A[:j, j]``,
+``x[:i]``), or two such slices under ``np.dot`` or ``@``; the emitter of `lower._Lowering`. Out:
+a one-dimensional view (`values.SliceV`: first element's address, length, stride) or the dot
+product, a NumPy float64.
+
+A slice's bounds are Python's: ``None`` is the start or the end, a negative bound counts from
+the end, then both are clipped to the axis; the length is never negative. Only steps of 1.
+
+The dot product is NumPy's own, bit for bit. NumPy computes a float64 vector product with its
+BLAS (``DOUBLE_dot``: ``0.0 + cblas_ddot(n, x, incx, y, incy)`` when both strides are positive
+multiples of 8, a sequential sum otherwise), so the kernel calls the same ``cblas_ddot`` of the
+same library, which `backends.c.c_loop_nest` finds in NumPy's bundled OpenBLAS (no BLAS found:
+the loop is not lowered). ``np.dot`` of two vectors of length 1 is their product (NumPy's
+scalar path: ``-0.0`` stays ``-0.0``); ``@`` goes through ``DOUBLE_dot`` for every length.
+Lengths that differ (a ValueError), other strides and other dtypes deoptimise or refuse.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .ir import Ty
+from .scalars import Refuse, SVal
+from .values import AVal, SliceIdx, SliceV
+
+__all__ = ["slice_view", "dot"]
+
+
+def _bound(em, v, default: str, dim: str) -> str:
+    """A start or stop clipped as Python clips it, for an axis of length `dim`."""
+    if v is None:
+        return default
+    if not isinstance(v, SVal) or v.ty.fam != "int":
+        raise Refuse("a slice bound that is not an int")
+    t = em.temp("long long")
+    em.assign(t, f"({v.c} < 0 ? ({v.c} + {dim} < 0 ? 0 : {v.c} + {dim}) : "
+                 f"({v.c} > {dim} ? {dim} : {v.c}))")
+    return t
+
+
+def slice_view(em, arr: AVal, items: tuple) -> SliceV:
+    """``arr[items]`` where exactly one item is a slice and the others are ints."""
+    if arr.ty.dtype != np.dtype(np.float64):
+        raise Refuse("a slice of an array other than float64")
+    if len(items) != arr.ty.ndim or sum(isinstance(x, SliceIdx) for x in items) != 1:
+        raise Refuse("a slice that is not one axis of an array indexed by ints elsewhere")
+    parts, n, stride = [], None, None
+    for k, item in enumerate(items):
+        dim = f"{arr.c}.shape[{k}]"
+        if isinstance(item, SliceIdx):
+            start = _bound(em, item.start, "0LL", dim)
+            stop = _bound(em, item.stop, dim, dim)
+            n = em.temp("long long")
+            em.assign(n, f"({stop} > {start} ? {stop} - {start} : 0)")
+            parts.append(f"{start} * {arr.c}.strides[{k}]")
+            stride = f"{arr.c}.strides[{k}]"
+            continue
+        if not isinstance(item, SVal) or item.ty.fam != "int":
+            raise Refuse("an array index that is not an int")
+        t = em.temp("long long")
+        em.assign(t, f"({item.c} < 0 ? {item.c} + {dim} : {item.c})")
+        em.check(f"((unsigned long long){t} >= (unsigned long long){dim})",
+                 "index out of range (IndexError)")
+        parts.append(f"{t} * {arr.c}.strides[{k}]")
+    ptr = em.temp("char *")
+    em.assign(ptr, f"{arr.c}.data + " + " + ".join(parts))
+    return SliceV(ptr, n, stride, arr)
+
+
+def dot(em, a, b, matmul: bool) -> SVal:
+    """``np.dot(a, b)`` (`matmul` False) or ``a @ b`` of two float64 vector slices."""
+    if not (isinstance(a, SliceV) and isinstance(b, SliceV)):
+        raise Refuse("a dot product of values other than two vector slices")
+    em.uses_blas = True
+    em.check(f"({a.n} != {b.n})", "vectors of different lengths (ValueError)")
+    em.check(f"({a.n} > 1 && ({a.stride} <= 0 || {a.stride} % 8 != 0 || {b.stride} <= 0 || "
+             f"{b.stride} % 8 != 0))", "strides NumPy would not give to its BLAS as they are")
+    r = em.temp("double")
+    blas = (f"0.0 + npd_ddot({a.n}, (const double *){a.ptr}, {a.stride} / 8, "
+            f"(const double *){b.ptr}, {b.stride} / 8)")
+    one = (f"(*(const double *){a.ptr}) * (*(const double *){b.ptr})" if not matmul else blas)
+    em.assign(r, f"({a.n} == 0 ? 0.0 : {a.n} == 1 ? {one} : {blas})")
+    em.check(f"((isnan({r}) && !npd_has_nan({a.ptr}, {a.n}, {a.stride}, {b.ptr}, {b.stride})) "
+             f"|| (isinf({r}) && !npd_has_inf({a.ptr}, {a.n}, {a.stride}, {b.ptr}, {b.stride})))",
+             "NumPy would warn (overflow or invalid value in the dot product)")
+    return SVal(Ty("float", "np"), r)

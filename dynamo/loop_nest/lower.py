@@ -152,6 +152,8 @@ class _Lowering(Opcodes):
         self.headers = {self.info.target(i) for i in jumps if self.info.target(i) <= i}
         self.targets = {self.info.target(i) for i in jumps} | {self.header}
         self.used_statics: dict = {}
+        #: id of a view -> ids of the array and index it was read with (`opcodes`)
+        self.view_origin: dict = {}
         # (final pass only)
         self.emitting = False
         self.stmts: list[Stmt] = []

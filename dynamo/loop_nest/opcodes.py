@@ -17,9 +17,10 @@ from .. import compat
 from . import scalars as S
 from .ir import CTYPE, DTYPES, ArrTy, Exit, Ty
 from .scalars import Refuse, SVal
+from . import elementwise
 from .slices import dot, slice_view
-from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, SliceIdx, State, Static, TupleV,
-                     merge_local)
+from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State, Static,
+                     TupleV, merge_local)
 
 __all__ = ["Opcodes"]
 
@@ -116,6 +117,16 @@ class Opcodes:
                 return None
             if opname not in _BINARY_NAMES:
                 raise Refuse(f"the operator {opname} is not lowered")
+            if any(isinstance(x, AVal) or elementwise.is_elementwise(x) for x in (a, b)):
+                op = _BINARY_NAMES[opname]
+                inplace = name.startswith("INPLACE") or "INPLACE" in getattr(inst.arg, "name", "")
+                if inplace and isinstance(a, (SliceV, AVal)):  # (``v += e``: v's memory now)
+                    view = a if isinstance(a, SliceV) else slice_view(self, a, ())
+                    elementwise.store_view(self, view, self.whole(b), inplace=op)
+                    st.append(a)
+                else:
+                    st.append(elementwise.combine(self, op, self.whole(a), self.whole(b)))
+                return None
             st.append(S.binary(self, _BINARY_NAMES[opname], self.scalar(a), self.scalar(b)))
             return None
         if name == "BUILD_SLICE":
@@ -150,6 +161,10 @@ class Opcodes:
             if cast:
                 r = SVal(Ty("bool"), r.c)
             st.append(r)
+            return None
+        if name == "UNARY_NEGATIVE" and (isinstance(st[-1], AVal)
+                                         or elementwise.is_elementwise(st[-1])):
+            st.append(elementwise.negate(self, self.whole(st.pop())))
             return None
         if name in ("UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT"):
             op = {"UNARY_NEGATIVE": "-", "UNARY_POSITIVE": "+", "UNARY_INVERT": "~",
@@ -214,6 +229,10 @@ class Opcodes:
             st[-3:] = [st[-1], st[-3], st[-2]]
         elif name == "ROT_FOUR":
             st[-4:] = [st[-1], st[-4], st[-3], st[-2]]
+
+    def whole(self, v):
+        """An array as the view of all of it (in an array expression); anything else as is."""
+        return slice_view(self, v, ()) if isinstance(v, AVal) else v
 
     def scalar(self, v) -> SVal:
         if not isinstance(v, SVal):
@@ -376,8 +395,10 @@ class Opcodes:
         if not isinstance(container, AVal):
             raise Refuse(f"indexing a {type(container).__name__}")
         items = index.items if isinstance(index, TupleV) else (index,)
-        if any(isinstance(item, SliceIdx) for item in items):
-            return slice_view(self, container, items)
+        if any(isinstance(item, SliceIdx) for item in items) or len(items) < container.ty.ndim:
+            view = slice_view(self, container, items)
+            self.view_origin[id(view)] = (id(container), id(index))
+            return view
         off = self.offset(container, index)
         fam = DTYPES[container.ty.dtype]
         t = self.temp(CTYPE[fam])
@@ -388,6 +409,14 @@ class Opcodes:
     def store_subscript(self, container, index, value) -> None:
         if not isinstance(container, AVal):
             raise Refuse(f"assigning into a {type(container).__name__}")
+        items = index.items if isinstance(index, TupleV) else (index,)
+        if len(items) < container.ty.ndim or any(isinstance(x, SliceIdx) for x in items):
+            if isinstance(value, SliceV) and self.view_origin.get(id(value)) == (
+                    id(container), id(index)):
+                return  # (``A[idx] op= e``: the view was updated in place; this copies it onto
+                # itself)
+            elementwise.store_view(self, slice_view(self, container, items), self.whole(value))
+            return
         v = self.scalar(value)
         fam = DTYPES[container.ty.dtype]
         off = self.offset(container, index)

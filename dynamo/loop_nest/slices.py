@@ -41,12 +41,13 @@ def _bound(em, v, default: str, dim: str) -> str:
 
 
 def slice_view(em, arr: AVal, items: tuple) -> SliceV:
-    """``arr[items]`` where exactly one item is a slice and the others are ints."""
+    """``arr[items]``: slices and ints, one per axis (a missing trailing one is ``:``)."""
     if arr.ty.dtype != np.dtype(np.float64):
         raise Refuse("a slice of an array other than float64")
-    if len(items) != arr.ty.ndim or sum(isinstance(x, SliceIdx) for x in items) != 1:
-        raise Refuse("a slice that is not one axis of an array indexed by ints elsewhere")
-    parts, n, stride = [], None, None
+    items = tuple(items) + (SliceIdx(None, None),) * (arr.ty.ndim - len(items))
+    if len(items) != arr.ty.ndim:
+        raise Refuse("more indices than the array has axes")
+    parts, shape, strides = [], [], []
     for k, item in enumerate(items):
         dim = f"{arr.c}.shape[{k}]"
         if isinstance(item, SliceIdx):
@@ -55,7 +56,8 @@ def slice_view(em, arr: AVal, items: tuple) -> SliceV:
             n = em.temp("long long")
             em.assign(n, f"({stop} > {start} ? {stop} - {start} : 0)")
             parts.append(f"{start} * {arr.c}.strides[{k}]")
-            stride = f"{arr.c}.strides[{k}]"
+            shape.append(n)
+            strides.append(f"{arr.c}.strides[{k}]")
             continue
         if not isinstance(item, SVal) or item.ty.fam != "int":
             raise Refuse("an array index that is not an int")
@@ -66,12 +68,12 @@ def slice_view(em, arr: AVal, items: tuple) -> SliceV:
         parts.append(f"{t} * {arr.c}.strides[{k}]")
     ptr = em.temp("char *")
     em.assign(ptr, f"{arr.c}.data + " + " + ".join(parts))
-    return SliceV(ptr, n, stride, arr)
+    return SliceV(ptr, tuple(shape), tuple(strides), arr)
 
 
 def dot(em, a, b, matmul: bool) -> SVal:
     """``np.dot(a, b)`` (`matmul` False) or ``a @ b`` of two float64 vector slices."""
-    if not (isinstance(a, SliceV) and isinstance(b, SliceV)):
+    if not (isinstance(a, SliceV) and isinstance(b, SliceV) and len(a.shape) == len(b.shape) == 1):
         raise Refuse("a dot product of values other than two vector slices")
     em.uses_blas = True
     em.check(f"({a.n} != {b.n})", "vectors of different lengths (ValueError)")

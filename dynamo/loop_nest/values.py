@@ -17,7 +17,7 @@ from .ir import ArrTy, Ty
 from .scalars import Refuse, SVal
 
 __all__ = ["AVal", "RangeV", "IterV", "Static", "Null", "NULL", "TupleV", "ShapeV", "State",
-           "SliceIdx", "SliceV", "merge_local", "merge_value"]
+           "SliceIdx", "SliceV", "ElemExpr", "merge_local", "merge_value"]
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,28 @@ class SliceIdx:
 
 @dataclass(frozen=True)
 class SliceV:
-    """A one-dimensional view of an array (`slices.slice_view`): C expressions of its first
-    element's address, its length and its stride in bytes."""
+    """A view of an array (`slices.slice_view`): C expressions of its first element's address,
+    and per axis its length and its stride in bytes."""
     ptr: str
-    n: str
-    stride: str
+    shape: tuple
+    strides: tuple
     base: AVal
+
+    @property
+    def n(self) -> str:
+        return self.shape[0]
+
+    @property
+    def stride(self) -> str:
+        return self.strides[0]
+
+
+@dataclass(frozen=True)
+class ElemExpr:
+    """An elementwise float64 expression over views of one shape and scalars, not computed
+    yet (`elementwise`): ("view", SliceV), ("scalar", C double), (op, left, right), ("neg", x)."""
+    tree: tuple
+    shape: tuple
 
 
 NULL = Null()

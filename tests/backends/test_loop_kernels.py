@@ -507,3 +507,43 @@ def test_dot_of_a_column_and_a_row():
             s += A[:j, j] @ A[j, :j]
         return s
     check(f, RNG.standard_normal((6, 6)))
+
+
+# Array statements: the right side in full first, then the store, as NumPy -------------------
+
+@pytest.mark.parametrize("name", ["jacobi_1d", "jacobi_2d", "seidel_2d", "heat_3d"])
+@pytest.mark.parametrize("n", [4, 12, 24])
+def test_stencils_are_kernels_with_numpys_bits(name, n):
+    _, fn, make = _suite_kernel(name)
+    check(fn, *make(n))
+
+
+def overlapping(u, steps):
+    for t in range(steps):
+        u[1:-1] = u[:-2] + u[2:]      # the right side reads what the store writes
+        u[1:] -= 0.5 * u[:-1]
+    return u
+
+
+def test_a_right_side_that_reads_the_target_sees_it_as_it_was():
+    check(overlapping, RNG.random(9), 3)
+
+
+def overflow_midway(u):
+    for t in range(3):
+        u[:] = u * 1e200
+    return u
+
+
+def test_an_array_statement_that_overflows_warns_after_the_same_writes():
+    check(overflow_midway, np.array([1.0, 1e-300, 3.0]))
+
+
+def shapes_differ(u, v):
+    for t in range(2):
+        u[1:] = v[:]
+    return u
+
+
+def test_array_statements_of_different_shapes_raise_as_numpy():
+    check(shapes_differ, np.zeros(4), np.ones(4))

@@ -144,6 +144,17 @@ static void npd_release_sigint(void) {
     if (now.sa_sigaction == npd_on_sigint) sigaction(SIGINT, &npd_previous, NULL);
 }
 
+/* the array statements' right sides (elementwise) */
+typedef struct { double *data; long long cap; } npd_scratch;
+static int npd_scratch_reserve(npd_scratch *s, long long n) {
+    if (n <= s->cap) return 0;
+    double *data = (double *)realloc(s->data, (size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!data) return 1;
+    s->data = data;
+    s->cap = n;
+    return 0;
+}
+
 /* NumPy's BLAS ddot (set once the library is loaded: npd_set_ddot) */
 static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
 void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,
@@ -197,6 +208,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
     decl.append("int started = 0;")
     decl.append("npd_log undo = {0, 0, 0};")
+    decl.append("npd_scratch scratch = {0, 0};")
     decl.append("int result = 0;")
     out += ["    " + d for d in decl]
     out.append("    memset(&ret[0], 0, sizeof ret[0]);")
@@ -231,6 +243,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     out.append("npd_done:")
     out.append("    if (main_thread) npd_release_sigint();")
     out.append("    free(undo.items);")
+    out.append("    free(scratch.data);")
     out.append("    return result;")
     out.append("}")
     return "\n".join(out) + "\n"

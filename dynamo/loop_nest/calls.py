@@ -1,0 +1,89 @@
+"""Calls inside a loop kernel: the builtins, ``math`` functions and NumPy functions it lowers.
+
+In: the function (known when compiling: the objects the loop's globals name, guarded) and its
+arguments' abstract values; the lowering (`lower._Lowering`, as the emitter). Out: the result's
+abstract value. ``range`` makes a range (its step checked, ValueError at 0), ``len`` and
+``.shape`` read sizes, ``abs``/``int``/``float`` and ``math`` follow `scalars`, ``min``/``max``
+of two follow Python's rule (the first of equal ones, NaN as ``<`` sees it), ``np.dot`` is
+`slices.dot`. Anything else refuses the loop.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+
+import numpy as np
+
+from . import scalars as S
+from .ir import CTYPE, Ty
+from .scalars import Refuse, SVal
+from .slices import dot
+from .values import AVal, RangeV
+
+__all__ = ["call"]
+
+_BUILTIN_CALLS = {range: "range", len: "len", abs: "abs", min: "min", max: "max", int: "int",
+                  float: "float"}
+_NUMPY_CALLS = {np.sqrt: "sqrt", np.fabs: "fabs", np.floor: "floor", np.ceil: "ceil",
+                np.trunc: "trunc"}
+
+def call(self, fn, args: list):
+    kind = _BUILTIN_CALLS.get(fn) if _hashable(fn) else None
+    if kind == "range":
+        if not 1 <= len(args) <= 3:
+            raise Refuse("range() with no or too many arguments")
+        for a in args:
+            if not isinstance(a, SVal) or a.ty.fam != "int" and a.ty != Ty("bool"):
+                raise Refuse("range() of something other than ints")
+        cs = [a.c for a in args]
+        if len(cs) == 1:
+            start, stop, step = "0LL", cs[0], "1LL"
+        elif len(cs) == 2:
+            start, stop, step = cs[0], cs[1], "1LL"
+        else:
+            start, stop, step = cs
+        self.check(f"({step} == 0)", "range() arg 3 must not be zero (ValueError)")
+        return RangeV(start, stop, step)
+    if kind == "len":
+        (a,) = args
+        if not isinstance(a, AVal) or a.ty.ndim == 0:
+            raise Refuse("len() of something other than an array")
+        t = self.temp("long long")
+        self.assign(t, f"{a.c}.shape[0]")
+        return SVal(Ty("int"), t)
+    if kind in ("abs",) and len(args) == 1:
+        return S.unary(self, "abs", self.scalar(args[0]))
+    if kind in ("int", "float") and len(args) == 1:
+        return S.convert(self, kind, self.scalar(args[0]))
+    if kind in ("min", "max") and len(args) == 2:
+        a, b = self.scalar(args[0]), self.scalar(args[1])
+        if a.ty.fam != b.ty.fam or "bool" in (a.ty.fam,):
+            raise Refuse(f"{kind}() of values of two families")
+        # (Python: min(a, b) is b if b < a else a; max(a, b) is b if b > a else a)
+        pick = S.compare(self, "<" if kind == "min" else ">", b, a)
+        t = self.temp(CTYPE[a.ty.fam])
+        self.assign(t, f"({pick.c} ? {b.c} : {a.c})")
+        if a.ty.tag == b.ty.tag and a.ty.tag != "rt":
+            return SVal(a.ty, t)
+        tt = self.temp("int")
+        self.assign(tt, f"({pick.c} ? {b.tag_c} : {a.tag_c})")
+        return SVal(Ty(a.ty.fam, "rt"), t, tt)
+    if getattr(fn, "__module__", None) == "math" or (
+            isinstance(fn, types.BuiltinFunctionType) and getattr(fn, "__self__", None) is math):
+        name = fn.__name__
+        if name in S.MATH_FUNCTIONS and len(args) == 1:
+            return S.math_call(self, name, self.scalar(args[0]))
+    if fn is np.dot and len(args) == 2:
+        return dot(self, args[0], args[1], matmul=False)
+    if _hashable(fn) and fn in _NUMPY_CALLS and len(args) == 1:
+        return S.math_call(self, _NUMPY_CALLS[fn], self.scalar(args[0]), numpy=True)
+    raise Refuse(f"a call of {getattr(fn, '__qualname__', fn)!r}")
+
+
+def _hashable(x) -> bool:
+    try:
+        hash(x)
+    except TypeError:
+        return False
+    return True

@@ -36,6 +36,7 @@ from . import config
 from . import instructions as ins
 from .backends.c.build import BuildError, CompilerNotFound
 from .backends.c.c_loop_nest import LoopKernel
+from .bytecode_analysis import code_info
 from .codegen import Codegen, call_resume
 from .exc import Unsupported
 from .instructions import UNBOUND
@@ -232,7 +233,6 @@ class KernelPlan:
         nest = self.kernel.nest
         site = self.site
         names = self.kernel.names
-        from .bytecode_analysis import code_info  # (facts, below this module; cheap)
         info = code_info(code)
         if site.takes_range:
             gen.extend(ins.store_fast(ITERABLE))

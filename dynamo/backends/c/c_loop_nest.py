@@ -26,6 +26,8 @@ GIL around the call.
 
 from __future__ import annotations
 
+import glob
+import os
 import threading
 from typing import Any
 
@@ -421,8 +423,6 @@ def numpy_ddot() -> int | None:
 
 def _find_ddot() -> int | None:
     import ctypes  # (only to find the one symbol)
-    import glob
-    import os
     config = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
     if config.get("name") != "scipy-openblas" or "USE64BITINT" not in str(
             config.get("openblas configuration", "")):

@@ -38,6 +38,9 @@ class ExplainOutput:
     compile_times: list[float] = field(default_factory=list)
     recompile_reasons: list[str] = field(default_factory=list)
     fusion_reports: list = field(default_factory=list)  # C backend: one per graph
+    #: C backend: each outermost loop met, at file:line, and whether it became a C loop
+    #: kernel or, if not, the first construct that stopped it
+    loops: list[str] = field(default_factory=list)
     result: Any = None
 
     def __str__(self) -> str:
@@ -52,6 +55,9 @@ class ExplainOutput:
         if self.skipped_frames:
             lines.append("\nFrames run in plain Python:")
             lines.extend(f"  - {reason}" for reason in self.skipped_frames)
+        if self.loops:
+            lines.append("\nLoops:")
+            lines.extend(f"  - {loop}" for loop in self.loops)
         if self.recompile_reasons:
             lines.append("\nRecompile reasons:")
             lines.extend(f"  - {reason}" for reason in self.recompile_reasons)
@@ -81,11 +87,15 @@ def explain(fn: Callable, backend: Any = "eager") -> Callable[..., ExplainOutput
         reset()
         sink: list[CompileRecord] = []
         saved, records.sink = records.sink, sink
+        saved_loops, records.loops = records.loops, {}
+        loops = records.loops
         try:
             result = optimize(backend)(target)(*args, **kwargs)
         finally:
             records.sink = saved
+            records.loops = saved_loops
         out = ExplainOutput(result=result)
+        out.loops = [f"{file}:{line}: {text}" for (file, line), text in loops.items()]
         for rec in sink:
             if rec.compiled is not None:
                 out.guards.extend(guard_lines(rec.compiled.check_fn))

@@ -42,11 +42,12 @@ from .exc import Unsupported
 from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, ArrTy, Ty
 from .loop_nest.lower import Refuse, loop_at, lower, range_statement
+from .records import note_loop
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
 from .variables.lazy import LazyVariable
 from .variables.ndarray import NDArrayVariable
 
-__all__ = ["KernelPlan", "plan", "KernelHere", "wants_kernels"]
+__all__ = ["KernelPlan", "plan", "KernelHere", "wants_kernels", "loop_entries", "kernels_for"]
 
 log = logging.getLogger("dynamo.loop_kernels")
 
@@ -94,8 +95,14 @@ def loop_entries(info) -> set[int]:
     return found
 
 
-#: (code, entry) -> (kernel or None, reason): a loop lowers the same way for the same types
-_built: dict = {}
+#: code -> {(entry, the locals' types, the globals' objects): kernel}: a loop lowers the same
+#: way for the same types (weak on the code: a function's kernels go with it)
+_built: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+
+
+def kernels_for(code: types.CodeType) -> list:
+    """The loop kernels built for `code` so far (`LoopKernel`: ``.nest.text()``, ``.source``)."""
+    return list(_built.get(code, {}).values())
 
 
 def _names(code: types.CodeType, first: int, last: int, instrs) -> list[str]:
@@ -185,22 +192,26 @@ def plan(tx, index: int) -> "KernelPlan | None":
         global_names = {g for inst in instrs[index:back + 1] if inst.name == "LOAD_GLOBAL"
                         for g in [_global_name(inst)]}
         statics = _statics(tx, global_names)
-        key = (code, index, tuple(sorted((n, str(t)) for n, t in types_.items())),
+        key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
                tuple(sorted((n, id(o)) for n, o in statics.items())))
-        cached = _built.get(key)
-        if cached is None:
-            nest = lower(code, index, types_, statics, name=f"{code.co_name}_line{instrs[index].lineno}")
-            kernel = LoopKernel(nest)
-            _built[key] = cached = (kernel, None)
-        kernel = cached[0]
+        built = _built.setdefault(code, {})
+        kernel = built.get(key)
+        if kernel is None:
+            nest = lower(code, index, types_, statics,
+                         name=f"{code.co_name}_line{instrs[index].lineno}")
+            kernel = built[key] = LoopKernel(nest)
     except Refuse as exc:
         log.info("the loop at %s:%s is not a kernel: %s", code.co_filename,
                  instrs[index].lineno, exc)
+        note_loop(code.co_filename, instrs[site.header].lineno,
+                  f"not a C loop kernel (unrolled, or run in Python): {exc}")
         return None
     except (BuildError, CompilerNotFound) as exc:
         log.warning("the loop kernel at %s:%s could not be built: %s", code.co_filename,
                     instrs[index].lineno, exc)
         return None
+    note_loop(code.co_filename, instrs[site.header].lineno,
+              f"a C loop kernel ({kernel.nest.name})")
     for name in kernel.nest.globals_used:
         if isinstance(name, str):
             tx.load_global(name)  # (its guard: the kernel's code depends on what it is)

@@ -14,7 +14,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CompileRecord", "records", "NOTHING_TO_COMPILE"]
+__all__ = ["note_loop", "CompileRecord", "records", "NOTHING_TO_COMPILE"]
 
 #: The reason recorded for a frame with no NumPy operation (not a graph break: nothing to do).
 NOTHING_TO_COMPILE = "nothing to compile (no NumPy operations)"
@@ -34,6 +34,15 @@ class CompileRecord:
 class _Records(threading.local):
     def __init__(self) -> None:
         self.sink: list[CompileRecord] | None = None
+        #: while `explain()` runs: (file, line) of each outermost loop -> what became of it
+        #: (a C loop kernel, or the construct that kept it from being one: `loop_kernels`)
+        self.loops: dict[tuple[str, int], str] | None = None
+
+
+def note_loop(filename: str, line: int | None, text: str) -> None:
+    """Record what became of the loop at `filename`:`line` (for `explain()`)."""
+    if records.loops is not None:
+        records.loops[(filename, line or 0)] = text
 
 
 records = _Records()

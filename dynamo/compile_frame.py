@@ -83,6 +83,8 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
     while True:
         output = OutputGraph(code.co_name, backend, code=code, dynamic=dynamic)
         tx = InstructionTranslator(frame, code, output, break_at)
+        if not allow_breaks or tx.info.sees_all_locals or tx.info.shadows_a_cell:
+            tx.kernel_entries = set()  # (a kernel ends the graph before its loop)
         tx.guard_operands = raised
         try:
             tx.run()

@@ -111,6 +111,8 @@ def _names(code: types.CodeType, first: int, last: int, instrs) -> list[str]:
         if inst.name in _LOCAL_OPS and not isinstance(inst.arg, (int,)):
             for n in (inst.arg if isinstance(inst.arg, tuple) else (inst.arg,)):
                 if isinstance(n, str) and n not in names:
+                    if not n.isascii():
+                        raise Refuse(f"the local {n!r} is not an ASCII name (a C identifier)")
                     names.append(n)
     return names
 

@@ -134,6 +134,10 @@ class Opcodes:
             stop, start, container = st.pop(), st.pop(), st.pop()
             st.append(self.subscript(container, SliceIdx(_bound(start), _bound(stop))))
             return None
+        if name == "STORE_SLICE":  # (3.12+: ``x[a:b] = v``)
+            stop, start, container, value = st.pop(), st.pop(), st.pop(), st.pop()
+            self.store_subscript(container, SliceIdx(_bound(start), _bound(stop)), value)
+            return None
         if name == "BINARY_SUBSCR":
             index, container = st.pop(), st.pop()
             st.append(self.subscript(container, index))

@@ -126,7 +126,7 @@ def binary(em: Emit, op: str, a: SVal, b: SVal) -> SVal:
             # raises; NumPy warns: both left to Python)
             em.check(f"(({x} < 0.0 && {y} != floor({y})) || ({x} == 0.0 && {y} < 0.0))",
                      "a power Python makes complex or an error")
-            r = _new(em, "float", tag, f"pow({x}, {y})")
+            r = _new(em, "float", tag, f"npd_pow({x}, {y})")
         else:
             raise Refuse(f"operator {op} on floats is not lowered")
         _float_result(em, x, y, r.c, f"overflow or NaN in {op}")
@@ -143,7 +143,9 @@ def binary(em: Emit, op: str, a: SVal, b: SVal) -> SVal:
                  "division by zero, overflow or a negative power of an int")
         return r
     if op in ("&", "|", "^"):
-        return _new(em, "int", tag, f"({a.c} {op} {b.c})")
+        # (two Python bools give a bool: True & False is False)
+        fam = "bool" if a.ty == b.ty == Ty("bool") else "int"
+        return _new(em, fam, tag, f"({a.c} {op} {b.c})")
     if op == "<<":
         em.check(f"({b.c} < 0 || {b.c} > 62 || ({a.c} != (({a.c} << {b.c}) >> {b.c})))",
                  "a shift Python makes a big int, or a negative shift")
@@ -177,6 +179,8 @@ def unary(em: Emit, op: str, v: SVal) -> SVal:
     if op == "not":
         return _new(em, "bool", ("py", None), f"!{truth(v)}")
     _numeric(v, op)
+    if op == "~" and v.ty.fam == "bool":
+        raise Refuse("~ of a bool (deprecated in Python 3.12: a DeprecationWarning)")
     fam = "int" if v.ty.fam == "bool" else v.ty.fam
     tag = combine_tags(v)
     if fam == "float":

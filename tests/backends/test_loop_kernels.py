@@ -553,3 +553,24 @@ def test_the_kernel_prints_as_statements_and_c():
     text = kernel.nest.text()
     assert "local y: ndarray[float64, 1d]" in text and "deopt if" in text and "header" in text
     assert "int npd_loop(" in kernel.source and "NPD_STORE(double" in kernel.source
+
+
+def bool_logic(a):
+    flag = False
+    count = 0
+    for i in range(a.shape[0]):
+        big = a[i] > 0.5
+        flag = flag ^ (i % 2 == 0) | (i == 3)
+        count += flag + (not big)
+    return flag, count, big
+
+
+def test_python_and_numpy_bools_keep_their_types():
+    check(bool_logic, RNG.random(7))
+
+
+def test_fullgraph_leaves_loops_to_the_graph():
+    compiled = dynamo.compile(recurrence, backend="c", fullgraph=True)
+    x = RNG.random(6)
+    assert np.array_equal(compiled(x), recurrence(x))
+    assert not loop_kernels.kernels_for(recurrence.__code__)

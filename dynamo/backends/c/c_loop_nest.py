@@ -68,6 +68,10 @@ static void npd_undo_all(npd_log *log) {
     log->n = 0;
 }
 
+/* the C library's pow, called (never folded or turned into x*x by the compiler: the bits are
+   those of the pow CPython and NumPy call) */
+static double (* volatile npd_pow)(double, double) = pow;
+
 /* Python's int // and % (floor), False: a plain result; True: deoptimise */
 static inline int npd_floordiv_i64(long long a, long long b, long long *r) {
     if (b == 0 || (a == LLONG_MIN && b == -1)) return 1;
@@ -296,6 +300,15 @@ def _stmt(s, nest: LoopNest) -> str:
     raise AssertionError(s.kind)
 
 
+#: no contraction into fused multiply-adds, no type-based alias analysis (views of one buffer
+#: with other dtypes), and no compile-time evaluation of the C library's functions (the
+#: compiler's correctly rounded constants may differ from what the library computes at run
+#: time, which is what CPython and NumPy get)
+_CFLAGS = ("-O2", "-ffp-contract=off", "-fno-strict-aliasing") + tuple(
+    f"-fno-builtin-{name}" for name in ("exp", "log", "sin", "cos", "tan", "atan", "tanh", "sinh",
+                                        "cosh", "asin", "acos", "log10", "log2", "expm1",
+                                        "log1p", "pow", "fmod"))
+
 _DEFAULT_ERR = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
 _MAIN = threading.main_thread()
 _INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -319,7 +332,7 @@ class LoopKernel:
         if ddot is None:
             raise Refuse("a dot product, and NumPy's BLAS (scipy-openblas) was not found")
         self.library = build_library(self.source, cdef, BuildOptions(
-            openmp=False, cflags=("-ffp-contract=off", "-fno-strict-aliasing", "-O2")))
+            openmp=False, cflags=_CFLAGS))
         self.ffi = self.library.ffi
         self.fn = getattr(self.library.lib, fname)
         if ddot:

@@ -286,13 +286,15 @@ class _Lowering(Opcodes):
 
     def slot(self, k: int, v) -> Any:
         if isinstance(v, SVal):
-            return SVal(v.ty, f"S{k}", f"S{k}t" if v.ty.tag == "rt" else None)
+            # (one C variable per slot and family: a slot holds an int in one block, a
+            # float in another)
+            return SVal(v.ty, f"S{k}{v.ty.fam[0]}", f"S{k}t" if v.ty.tag == "rt" else None)
         if isinstance(v, AVal):
             return AVal(v.ty, f"S{k}a")
         if isinstance(v, IterV):
             return IterV(f"S{k}n", f"S{k}stop", f"S{k}step")
         if isinstance(v, RangeV):
-            return RangeV(f"S{k}n", f"S{k}stop", f"S{k}step")
+            return RangeV(f"S{k}rn", f"S{k}rstop", f"S{k}rstep")
         return v
 
     def from_slot(self, k, v):
@@ -323,7 +325,9 @@ class _Lowering(Opcodes):
         return s
 
     def declare(self, name: str, ctype: str) -> None:
-        self.temps.setdefault(name, ctype)
+        old = self.temps.setdefault(name, ctype)
+        if old != ctype:  # (a C variable of one type holding another would convert silently)
+            raise Refuse(f"internal: the C variable {name} would hold a {old} and a {ctype}")
 
     def edge(self, target: int | None, state: State):
         """Leave the block for `target` (or an exit): move the stack into the target's slots."""

@@ -574,3 +574,20 @@ def test_fullgraph_leaves_loops_to_the_graph():
     x = RNG.random(6)
     assert np.array_equal(compiled(x), recurrence(x))
     assert not loop_kernels.kernels_for(recurrence.__code__)
+
+
+def for_else_and_chains(a, lo, hi):
+    hits = 0
+    for i in range(a.shape[0]):
+        if lo < a[i] <= hi:
+            hits += 1
+        if hits > 3:
+            break
+    else:
+        hits = -hits
+    return hits
+
+
+@pytest.mark.parametrize("hi", [0.3, 0.9])
+def test_for_else_and_chained_comparisons(hi):
+    check(for_else_and_chains, RNG.random(12), 0.1, hi)

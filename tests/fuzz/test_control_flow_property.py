@@ -29,50 +29,23 @@ a crash, the file holds the culprit).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import pathlib
-import signal
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import dynamo
 from fuzz.control_gen import ControlProgram, control_programs
-from support.oracle import Run, compare, make_backend, run
+from support.oracle import check_generated
 
 EXAMPLES = int(os.environ.get("DYNAMO_FUZZ_PROGRAMS", "2000"))
 RANDOM = os.environ.get("DYNAMO_FUZZ_RANDOM", "") not in ("", "0")
 COLLECT = os.environ.get("DYNAMO_FUZZ_COLLECT")
 TRACE = os.environ.get("DYNAMO_FUZZ_TRACE")
 TIMEOUT = 60  # seconds for one program (eager + two compiled calls); far above the normal 0.1 s
-
-
-class Hang(BaseException):
-    """Raised by the alarm: a BaseException, so no `except Exception` in npdynamo swallows it."""
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: int):
-    def alarm(signum, frame):
-        raise Hang(f"the program ran for more than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    # Then again every second: a Hang raised where Python only reports exceptions (a
-    # destructor, a weakref callback) is lost, and a one-shot timer would leave the run stuck.
-    signal.setitimer(signal.ITIMER_REAL, seconds, 1)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _run(fn: Callable, args: tuple) -> Run:
-    return run(fn, args)
 
 
 def _load(program: ControlProgram, directory: pathlib.Path) -> Callable:
@@ -87,41 +60,8 @@ def _load(program: ControlProgram, directory: pathlib.Path) -> Callable:
 
 def check_program(program: ControlProgram, directory: pathlib.Path, backend_name: str) -> None:
     """AssertionError (with the program) when compiled `f` differs from plain `f`."""
-    if TRACE:
-        pathlib.Path(TRACE).write_text(program.describe())
-    fn = _load(program, directory)
-    dynamo.reset()
-    budget = (dynamo.config.patch(max_instructions=program.max_instructions)
-              if program.max_instructions else contextlib.nullcontext())
-    try:
-        with _time_limit(TIMEOUT), budget:
-            eager = _run(fn, program.args)
-            backend = make_backend(backend_name)
-            compiled = dynamo.compile(fn, backend=backend)
-            for attempt in ("first call", "second call (cache hit)"):
-                before = backend.count
-                comp = _run(compiled, program.args)
-                compare(eager, comp, attempt)
-                # A frame whose code raises for these values is traced again on each call
-                # (by design: it is not marked, other values may compile), so only programs
-                # that return must hit the cache.
-                if attempt != "first call" and eager.status == "ok":
-                    assert backend.count == before, (
-                        f"{attempt}: the second call with equal inputs captured "
-                        f"{backend.count - before} new graph(s)")
-            if program.other_args is not None:
-                # other values (guards must send them to the right version, or recompile)
-                compare(_run(fn, program.other_args), _run(compiled, program.other_args),
-                        "third call (other arguments)")
-    except (AssertionError, Hang) as exc:
-        message = f"{type(exc).__name__}: {exc}\n{program.describe()}"
-        if COLLECT:
-            with open(COLLECT, "a") as log:
-                log.write(message + "\n" + "=" * 100 + "\n")
-            return
-        raise AssertionError(message) from exc
-    finally:
-        dynamo.reset()
+    check_generated(program, _load(program, directory), backend_name, timeout=TIMEOUT,
+                    collect=COLLECT, trace=TRACE)
 
 
 def _settings(examples: int) -> settings:

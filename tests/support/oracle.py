@@ -5,9 +5,12 @@ Out: `run` records each call as a `Run` (result or exception, the arguments afte
 everything printed, every warning); `compare` raises AssertionError on any difference;
 `CountingBackend` / `make_backend` count the graphs a compiled function captures (the one
 counting backend of the suite: tests/dynamo/conftest.py's `backend` fixture is one too).
-Called by tests/programs/oracle.py (the program corpus) and
-tests/fuzz/test_control_flow_property.py (generated control-flow programs); each keeps its own
-driver (how often to call, which backend, what to do on a mismatch).
+Called by tests/programs/oracle.py (the program corpus),
+tests/fuzz/test_control_flow_property.py (generated control-flow programs) and
+tests/fuzz/test_loops_differential.py (generated loop nests); the corpus keeps its own driver
+(how often to call, which backend, what to do on a mismatch), the two fuzzers share
+`check_generated` (plain, compiled twice, other arguments, each program's run bounded by
+`time_limit`).
 
 Compared (the rules of tests/dynamo/conftest.py's `check`, extended for whole programs):
 results (exact type, dtype, shape, strides, bits; within `ulps` ULP where asked), which
@@ -23,6 +26,8 @@ import contextlib
 import copy
 import io
 import math
+import pathlib
+import signal
 import time
 import types
 import warnings
@@ -168,6 +173,29 @@ def views(result: Any, args: tuple) -> list[list[Any]]:
 # Running --------------------------------------------------------------------------------------
 
 
+class Hang(BaseException):
+    """Raised by `time_limit`'s alarm: a BaseException, so no `except Exception` in npdynamo
+    swallows it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int):
+    """Raise `Hang` in the main thread when the block runs longer than `seconds` (generated
+    programs: a hang is a failure, not a stuck test run)."""
+    def alarm(signum, frame):
+        raise Hang(f"the program ran for more than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    # Then again every second: a Hang raised where Python only reports exceptions (a
+    # destructor, a weakref callback) is lost, and a one-shot timer would leave the run stuck.
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @dataclass
 class Run:
     status: str  # "ok" or "raised"
@@ -236,3 +264,54 @@ def check_compiled(fn: Callable, *args: Any) -> None:
     compiled = dynamo.compile(fn, backend=make_backend("eager"))
     for attempt in ("first call", "second call (cache hit)"):
         compare(eager, run(compiled, args), attempt)
+
+
+def check_generated(program: Any, fn: Callable, backend_name: str, *, timeout: int,
+                    same: Callable[[Run, Run, str], None] = compare,
+                    compiler: Callable = dynamo.compile, collect: str | None = None,
+                    trace: str | None = None) -> int:
+    """The driver of the generated-program fuzzers (tests/fuzz/test_control_flow_property.py,
+    tests/fuzz/test_loops_differential.py): `fn`, made from `program` (which has ``args``,
+    ``other_args`` or None, ``max_instructions`` or None, and ``describe()``), runs plainly (the
+    oracle), then through ``compiler(fn, backend=make_backend(backend_name))`` twice on equal
+    arguments (the first call compiles; the second must capture no new graph when the plain run
+    returned: a frame whose code raises is traced again on each call, by design, as it is not
+    marked and other values may compile), then both once more on ``other_args`` (guards,
+    recompiles), all under ``dynamo.config.max_instructions = program.max_instructions``.
+    `same(plain, compiled, attempt)` compares two runs. Returns how many graphs were captured.
+
+    A difference, or a run longer than `timeout` seconds (`Hang`), raises AssertionError with
+    ``program.describe()``; with `collect` (a file name) that report is appended there instead
+    and 0 returned. `trace`: a file each program is written to before it runs (after a crash,
+    it holds the culprit)."""
+    if trace:
+        pathlib.Path(trace).write_text(program.describe())
+    dynamo.reset()
+    budget = (dynamo.config.patch(max_instructions=program.max_instructions)
+              if program.max_instructions else contextlib.nullcontext())
+    try:
+        with time_limit(timeout), budget:
+            plain = run(fn, program.args)
+            backend = make_backend(backend_name)
+            compiled = compiler(fn, backend=backend)
+            for attempt in ("first call", "second call (cache hit)"):
+                before = backend.count
+                same(plain, run(compiled, program.args), attempt)
+                if attempt != "first call" and plain.status == "ok":
+                    assert backend.count == before, (
+                        f"{attempt}: the second call with equal inputs captured "
+                        f"{backend.count - before} new graph(s)")
+            if program.other_args is not None:
+                # other values (guards must send them to the right version, or recompile)
+                same(run(fn, program.other_args), run(compiled, program.other_args),
+                     "third call (other arguments)")
+        return backend.count
+    except (AssertionError, Hang) as exc:
+        message = f"{type(exc).__name__}: {exc}\n{program.describe()}"
+        if collect:
+            with open(collect, "a") as log:
+                log.write(message + "\n" + "=" * 100 + "\n")
+            return 0
+        raise AssertionError(message) from exc
+    finally:
+        dynamo.reset()

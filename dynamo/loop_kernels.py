@@ -43,6 +43,7 @@ from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, ArrTy, Ty
 from .loop_nest.lower import Refuse, loop_at, lower, range_statement
 from .records import note_loop
+from .resume import in_loop_body
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
 from .variables.lazy import LazyVariable
 from .variables.ndarray import NDArrayVariable
@@ -122,10 +123,13 @@ def _type_of(tx, name: str) -> Ty | ArrTy | None:
     vt = tx.locals.get(name)
     if vt is None:
         if name in tx.argnames and name not in tx.deleted:
-            return _value_type(tx.frame.f_locals[name], name)
+            value = tx.frame.f_locals[name]
+            return None if value is UNBOUND else _value_type(value, name)
         return None
     if type(vt) is LazyVariable:
-        return _value_type(vt.value, name)
+        return None if vt.value is UNBOUND else _value_type(vt.value, name)
+    if isinstance(vt, ConstantVariable) and vt.value is UNBOUND:
+        return None  # (a loop body's local no iteration assigned yet)
     if isinstance(vt, NDArrayVariable):
         meta = vt.meta
         if meta.dtype not in DTYPES:
@@ -260,11 +264,13 @@ class KernelPlan:
         statuses = list(range(1, len(nest.exits) + 1))
         if site.iterates and not site.takes_range:
             statuses.append(-1)
+        # (a loop body function's frame passes `UNBOUND` on as a value: `loops`)
+        markers = in_loop_body(code)
         for k in [*statuses, 0]:
             nxt = Label()
             if k:
                 gen.extend(self._part(0) + ins.if_not_equal(k, nxt))
-            self._store_locals(gen, names)
+            self._store_locals(gen, names, markers)
             if k == 0:  # deoptimised: the loop continues in plain Python, in this frame
                 if site.iterates:  # (over the rest of its range)
                     gen.extend(self._part(2) + ins.delete_fast(KERNEL))
@@ -296,12 +302,12 @@ class KernelPlan:
     def _part(self, i: int) -> list:
         return ins.load_fast(KERNEL) + ins.load_const(i) + ins.binary_subscr()
 
-    def _store_locals(self, gen: Codegen, names: tuple[str, ...]) -> None:
+    def _store_locals(self, gen: Codegen, names: tuple[str, ...], markers: bool) -> None:
         gen.extend(self._part(1) + ins.unpack_sequence(len(names)))
         for name in names:
             gen.extend(ins.store_fast(name))
         for name in names:
-            if name in self.kernel.nest.flagged:  # (unbound there: deleted)
+            if name in self.kernel.nest.flagged and not markers:  # (unbound there: deleted)
                 unbound, keep = Label(), Label()
                 gen.extend(ins.load_fast(name) + ins.if_is(UNBOUND, unbound))
                 gen.extend(ins.jump_forward(keep))

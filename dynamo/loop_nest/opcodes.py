@@ -62,7 +62,9 @@ class Opcodes:
             self.store_local(inst.arg[1], st.pop(), state)
             return None
         if name == "LOAD_CONST":
-            if isinstance(inst.arg, slice):
+            if isinstance(inst.arg, tuple):  # (a constant index: ``A[0, -1]``)
+                st.append(TupleV(tuple(S.constant(x) for x in inst.arg)))
+            elif isinstance(inst.arg, slice):
                 if inst.arg.step is not None:
                     raise Refuse("a slice with a step")
                 st.append(SliceIdx(*(None if x is None else S.constant(x)

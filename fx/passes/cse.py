@@ -9,7 +9,9 @@ with their exact types and bits (``1``, ``1.0`` and ``True`` differ, and so do `
 ``A`` is replaced only when
   * neither has side effects (`Node.is_impure`), and no mutation in the graph can reach the
     memory of ``A`` or ``B`` (nothing upstream of a mutating node is merged: a mutation of an
-    alias would otherwise show through both names), and
+    alias would otherwise show through both names), nor the memory they are computed from
+    (nothing computed from a value a mutation reaches: two reads of ``A[0]`` on either side of
+    ``A[0] = 5.0`` differ), and
   * every user of ``B`` makes a fresh array from it (ufuncs, arithmetic operators, reductions):
     ``B`` is not returned and no view of it escapes, so the caller never sees two names for one
     object, and
@@ -108,10 +110,21 @@ def _upstream_of_mutations(graph: Any) -> set[Any]:
     return tainted
 
 
+def _reads_mutated_memory(graph: Any, tainted: set[Any]) -> set[Any]:
+    """Nodes computed (directly or through others) from a value a mutation reaches: two equal
+    reads on either side of a write (``t = A[0]; A[0] = 5.0; t + A[0]``) differ."""
+    found: set[Any] = set()
+    for node in graph.nodes:
+        if any(i in tainted or i in found for i in node.all_input_nodes):
+            found.add(node)
+    return found
+
+
 def eliminate_common_subexpressions(graph: Any) -> int:
     """Merge duplicate pure nodes of ``graph`` (see the module docstring); returns the count."""
     graph = getattr(graph, "graph", graph)
     tainted = _upstream_of_mutations(graph)
+    tainted |= _reads_mutated_memory(graph, tainted)
     seen: dict[Any, Any] = {}
     removed = 0
     for node in list(graph.nodes):

@@ -149,13 +149,6 @@ def _passes(program: LoopProgram, directory: pathlib.Path, backend: str, **optio
     return True
 
 
-def _passes_without_cse(program: LoopProgram, directory: pathlib.Path, backend: str,
-                        text: str) -> bool:
-    """The mismatch goes away when the C backend's common-subexpression pass is off."""
-    with mock.patch("dynamo.backends.c.eliminate_common_subexpressions", lambda graph: 0):
-        return _passes(program, directory, backend)
-
-
 def _warnings_only_reordered(program: LoopProgram, directory: pathlib.Path, backend: str,
                              text: str) -> bool:
     return "warned" in text and _passes(program, directory, backend, in_order=False)
@@ -164,11 +157,6 @@ def _warnings_only_reordered(program: LoopProgram, directory: pathlib.Path, back
 #: The ONE place listing open bugs this fuzzer finds: a mismatch one of them explains is an
 #: xfail, not a failure. When `test_known_bug_still_open` skips with "fixed?", remove the entry.
 KNOWN_BUGS: dict[str, KnownBug] = {
-    "cse_merges_reads_across_a_write": KnownBug(
-        "the C backend's CSE (fx/passes/cse.py) merges two reads of A[i] with a write to A[i] "
-        "between them: the second read sees the old value",
-        ("c",), _passes_without_cse,
-        _repro(["t = A[0]", "A[0] = 5.0", "return t + A[0],"], [3.0, 2.0])),
     "c_constant_beyond_64_bits": KnownBug(
         "the C backend fails (internal error, plain Python runs) on a Python int constant "
         "outside int64/uint64 with a float operand: lowering._const calls np.isfinite on it",

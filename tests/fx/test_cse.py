@@ -54,3 +54,19 @@ def test_cse_does_not_merge_multiplications_by_zero_and_negative_zero(monkeypatc
     np.testing.assert_array_equal(want, [-9.0, -9.0])
     eliminate_common_subexpressions(g)
     oracle_assert_same(want, fx.GraphModule(g).forward(xs))
+
+
+def test_cse_does_not_merge_reads_on_either_side_of_a_write():
+    """``t = A[0]; A[0] = 5.0; t + A[0]``: the second read sees the write (found by the loop
+    fuzzer, tests/fuzz/test_loops_differential.py, on the C backend)."""
+    import dynamo
+
+    def f(A):
+        t = A[0]
+        A[0] = 5.0
+        return t + A[0]
+
+    for backend in ("eager", "c"):
+        a = np.array([3.0, 2.0])
+        assert dynamo.compile(f, backend=backend)(a) == 8.0
+        dynamo.reset()

@@ -57,7 +57,6 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import pytest

@@ -41,7 +41,7 @@ from .codegen import Codegen, call_resume
 from .exc import Unsupported
 from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, ArrTy, Ty
-from .loop_nest.lower import Refuse, loop_at, lower, range_statement
+from .loop_nest.lower import Refuse, loop_at, lower, range_statement, region
 from .records import note_loop
 from .resume import in_loop_body
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
@@ -106,9 +106,9 @@ def kernels_for(code: types.CodeType) -> list:
     return list(_built.get(code, {}).values())
 
 
-def _names(code: types.CodeType, first: int, last: int, instrs) -> list[str]:
+def _names(instrs) -> list[str]:
     names: list[str] = []
-    for inst in instrs[first:last + 1]:
+    for inst in instrs:
         if inst.name in _LOCAL_OPS and not isinstance(inst.arg, (int,)):
             for n in (inst.arg if isinstance(inst.arg, tuple) else (inst.arg,)):
                 if isinstance(n, str) and n not in names:
@@ -181,7 +181,6 @@ def plan(tx, index: int) -> "KernelPlan | None":
     site = loop_at(code, index)
     if site is None:
         return None
-    back = site.back
     instrs = tx.info.instructions
     if site.takes_range and (not tx.stack or getattr(tx.stack[-1], "python_type",
                                                      lambda: None)() is not range):
@@ -189,14 +188,14 @@ def plan(tx, index: int) -> "KernelPlan | None":
     if not site.takes_range and tx.stack:
         return None
     try:
-        names = _names(code, index, back, instrs)
+        inside = [instrs[i] for i in sorted(region(code, site))]
+        names = _names(inside)
         types_ = {}
         for name in names:
             ty = _type_of(tx, name)
             if ty is not None:
                 types_[name] = ty
-        global_names = {g for inst in instrs[index:back + 1] if inst.name == "LOAD_GLOBAL"
-                        for g in [_global_name(inst)]}
+        global_names = {_global_name(inst) for inst in inside if inst.name == "LOAD_GLOBAL"}
         statics = _statics(tx, global_names)
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
                tuple(sorted((n, id(o)) for n, o in statics.items())))

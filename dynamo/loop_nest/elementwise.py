@@ -123,6 +123,7 @@ def _loops(em, shape: tuple, body) -> None:
 def store_view(em, target: SliceV, value, inplace: str | None = None) -> None:
     """``target[...] = value`` (`inplace` None) or ``target op= value``, element by element
     after the whole right side is computed (see the module docstring)."""
+    em.dirty = True
     if isinstance(value, SVal) and inplace is None:
         tree, shape = ("scalar", _scalar_double(em, value)), target.shape
     else:

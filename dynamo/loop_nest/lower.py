@@ -25,13 +25,14 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from .. import compat
 from ..bytecode_analysis import code_info
 from .ir import CTYPE, ArrTy, Exit, LoopNest, Stmt, Ty
 from .opcodes import Opcodes
 from .scalars import Refuse, SVal
 from .values import AVal, IterV, RangeV, State, merge_local, merge_value
 
-__all__ = ["lower", "Refuse", "loop_at", "LoopSite", "range_statement"]
+__all__ = ["lower", "Refuse", "loop_at", "LoopSite", "range_statement", "region"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,38 @@ def loop_at(code: types.CodeType, entry: int) -> LoopSite | None:
     if back is None:
         return None
     return LoopSite(entry, get_iter, header, back)
+
+
+def region(code: types.CodeType, site: LoopSite) -> frozenset[int]:
+    """The instructions a kernel for `site` runs: everything reached from its entry until the
+    flow comes out of the loop's span (`entry` .. last backward jump) with an empty stack (an
+    exit). A block the compiler placed after the loop but still holding the loop's iterator
+    (3.12's copy of a ``return`` after ``break``) is inside."""
+    info = code_info(code)
+    instrs = info.instructions
+    skip = compat.loop_exit_skip()
+    seen: dict[int, int] = {}
+    work = [(site.entry, 1 if site.takes_range else 0)]
+    while work:
+        i, depth = work.pop()
+        if i in seen or i >= len(instrs):
+            continue
+        if not site.entry <= i <= site.back and depth == 0:
+            continue  # (an exit)
+        seen[i] = depth
+        inst = instrs[i]
+        if inst.name in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"):
+            continue
+        if inst.name == "FOR_ITER":
+            work.append((i + 1, depth + 1))
+            work.append((info.target(i) + skip, depth - 1))
+            continue
+        if inst.has_jump():
+            work.append((info.target(i), depth + inst.stack_effect(jump=True)))
+            if inst.is_uncond_jump():
+                continue
+        work.append((i + 1, depth + inst.stack_effect(jump=False)))
+    return frozenset(seen)
 
 
 def _backward_target(info, index: int) -> bool:
@@ -138,9 +171,8 @@ class _Lowering(Opcodes):
         self.site = found
         self.header, self.back, self.iterates = found.header, found.back, found.iterates
         self.entry = entry
-        self.first = entry
-        self.last = self.back
-        for i in range(self.first, self.last + 1):
+        self.region = region(code, found)
+        for i in self.region:
             if self.info.in_exception_block(i):
                 raise Refuse("the loop holds a try/with statement")
         self.statics = statics
@@ -148,10 +180,17 @@ class _Lowering(Opcodes):
         self.local_types = local_types
         self.entries: dict[int, State] = {}
         self.exits: list[tuple[Exit, State]] = []
-        jumps = [i for i in range(self.first, self.last + 1) if self.instrs[i].has_jump()]
+        jumps = [i for i in self.region if self.instrs[i].has_jump()]
         self.headers = {self.info.target(i) for i in jumps if self.info.target(i) <= i}
-        self.targets = {self.info.target(i) for i in jumps} | {self.header}
+        # (every place a block starts: jump targets, where a range runs out, the header)
+        self.targets = {self.info.target(i) for i in jumps} | {self.header} | {
+            self.info.target(i) + compat.loop_exit_skip() for i in jumps
+            if self.instrs[i].name == "FOR_ITER"}
         self.used_statics: dict = {}
+        #: the last instruction of the block where the stack was empty, and whether anything
+        #: was stored since (`opcodes.Opcodes.return_exit`)
+        self.clean: int | None = None
+        self.dirty = False
         #: id of a view -> ids of the array and index it was read with (`opcodes`)
         self.view_origin: dict = {}
         # (final pass only)
@@ -250,7 +289,7 @@ class _Lowering(Opcodes):
 
     # ---------------------------------------------------------------------------------------
     def in_region(self, i: int) -> bool:
-        return self.first <= i <= self.last
+        return i in self.region
 
     def interpret(self, start: int, state: State):
         """Run the block at `start`; return the edges [(target or None, state)]."""
@@ -265,10 +304,13 @@ class _Lowering(Opcodes):
                 self.emit("header")
             if start in self.headers:
                 self.emit("poll")
+        self.clean, self.dirty = None, False
         while True:
             inst = self.instrs[i]
             if inst.lineno is not None:
                 self.line = inst.lineno
+            if not state.stack:  # (a statement may start here: see `return_exit`)
+                self.clean, self.dirty = i, False
             out = self.step(i, inst, state)
             if out is not None:
                 return out

@@ -87,7 +87,7 @@ class Opcodes:
         if name in ("LOAD_ATTR", "LOAD_METHOD"):
             self.load_attr(inst, st)
             return None
-        if name == "PUSHNULL":
+        if name == "PUSH_NULL":
             st.append(NULL)
             return None
         if name in ("PRECALL", "RESUME", "EXTENDED_ARG", "CACHE"):
@@ -103,7 +103,8 @@ class Opcodes:
             st.append(call(self, fns[0].obj, args))
             return None
         if name == "BINARY_OP" or name.startswith(("BINARY_", "INPLACE_")) and (
-                name.split("_", 1)[1] in _BINARY_NAMES):
+                name.split("_", 1)[1] in _BINARY_NAMES
+                or name.split("_", 1)[1] == "MATRIX_MULTIPLY"):
             if name == "BINARY_OP":
                 opname = getattr(inst.arg, "name", str(inst.arg)).replace("INPLACE_", "")
             else:
@@ -198,16 +199,25 @@ class Opcodes:
             self.return_exit(v, state)
             return []
         if name == "RETURN_CONST":
-            self.return_exit(S.constant(inst.arg) if inst.arg is not None else Static(None), state)
+            value = inst.arg
+            self.return_exit(Static(None) if value is None else S.constant(value)
+                             if isinstance(value, (int, float)) else TupleV(()), state)
             return []
         raise Refuse(f"the bytecode {name} is not lowered")
 
     def return_exit(self, v, state: State) -> None:
+        """A ``return``: a number (or None) is returned by the kernel; anything else (a tuple:
+        ``return total, j``) is left to Python, which runs the return statement from its start
+        (where the stack was empty, if nothing was stored since)."""
         if isinstance(v, Static) and v.obj is None:
             ex = Exit(None, "None")
-        else:
-            v = self.scalar(v)
+        elif isinstance(v, SVal):
             ex = Exit(None, v.c, v.ty, v.tag_c)
+        elif self.clean is not None and not self.dirty:
+            self.exit(Exit(self.clean), State([], state.locals))
+            return
+        else:
+            raise Refuse(f"a return of a {type(v).__name__} computed across a branch")
         self.exit(ex, State([], state.locals))
 
     def stack_op(self, inst, st: list) -> None:
@@ -261,6 +271,7 @@ class Opcodes:
         return SVal(ty, t)
 
     def store_local(self, name: str, v, state: State) -> None:
+        self.dirty = True
         if isinstance(v, AVal):
             ty = v.ty
         elif isinstance(v, SVal):
@@ -356,6 +367,7 @@ class Opcodes:
         return SVal(Ty(fam, "np"), t)
 
     def store_subscript(self, container, index, value) -> None:
+        self.dirty = True
         if not isinstance(container, AVal):
             raise Refuse(f"assigning into a {type(container).__name__}")
         items = index.items if isinstance(index, TupleV) else (index,)

@@ -11,15 +11,21 @@ wherever they would not give a plain number:
 
 * Python ints are int64: every ``+ - * // % ** << abs -`` checks for overflow (Python would give
   a big int; NumPy int64 would warn "overflow").
-* Floats: a division or modulo by zero (Python raises ZeroDivisionError, NumPy warns); a NaN
-  made from non-NaN operands or an infinity from finite ones (NumPy warns "invalid value" or
-  "overflow"; Python's ``**`` raises OverflowError). The checks do not depend on the tag: a
-  Python float that overflows is rerun in Python too, which only costs time.
+* Floats: a division or modulo by zero is checked (Python raises ZeroDivisionError, even for a
+  NaN divided by zero). A NaN made from non-NaN operands, an infinity from finite ones, a
+  division of a number by zero: the CPU's IEEE flags (invalid, overflow, divide-by-zero) record
+  them, as NumPy's own loops do, and the kernel tests the flags at the start of each iteration
+  of the outermost loop, before it leaves, and every 256 iterations of an inner loop (the
+  kernel saves the program's flags when it starts and puts them back when it returns). The
+  result of every float operation goes through ``npd_keep`` (an empty ``asm``), so the compiler
+  neither drops an unused one nor computes a constant one at build time: each sets its flags
+  at run time, where Python computes it. The checks do not depend on the tag: a Python float
+  that overflows (no error in Python) is rerun in Python too, which only costs time.
 * Mixed int and float: an int beyond 2**53 (where Python's exact comparison and true division
   differ from a conversion to double).
-* ``math`` functions: CPython's own rule (``math_1``): a NaN from a non-NaN argument is a
-  ValueError, an infinity from a finite one an OverflowError: both deoptimise. They call the
-  same C library function CPython calls, so the bits are CPython's.
+* ``math`` functions call the same C library function CPython calls, so the bits are CPython's;
+  CPython's error rule (``math_1``: a NaN from a non-NaN argument is a ValueError, an infinity
+  from a finite one an OverflowError) is the IEEE flags' rule.
 """
 
 from __future__ import annotations
@@ -90,9 +96,9 @@ def _as_double(em: Emit, v: SVal) -> str:
     return f"(double){v.c}"
 
 
-def _float_result(em: Emit, a: str, b: str, r: str, why: str) -> None:
-    em.check(f"((isnan({r}) && !isnan({a}) && !isnan({b})) || "
-             f"(isinf({r}) && isfinite({a}) && isfinite({b})))", why)
+def _float(em: Emit, tag: tuple[str, str | None], expr: str) -> SVal:
+    """A float result, kept (see the module docstring: its IEEE flags are tested later)."""
+    return _new(em, "float", tag, f"npd_keep({expr})")
 
 
 _INT_OPS = {"+": "__builtin_add_overflow", "-": "__builtin_sub_overflow",
@@ -108,29 +114,24 @@ def binary(em: Emit, op: str, a: SVal, b: SVal) -> SVal:
     if op == "/":
         x, y = _as_double(em, a), _as_double(em, b)
         em.check(f"({y} == 0.0)", "division by zero")
-        r = _new(em, "float", tag, f"{x} / {y}")
-        _float_result(em, x, y, r.c, "overflow or NaN in a division")
-        return r
+        return _float(em, tag, f"{x} / {y}")
     if "float" in fams:
         if op in ("&", "|", "^", "<<", ">>"):
             raise Refuse(f"{op} of a float raises TypeError")
         x, y = _as_double(em, a), _as_double(em, b)
         if op in ("+", "-", "*"):
-            r = _new(em, "float", tag, f"{x} {op} {y}")
-        elif op in ("//", "%"):
+            return _float(em, tag, f"{x} {op} {y}")
+        if op in ("//", "%"):
             em.check(f"({y} == 0.0)", "floor division or modulo by zero")
             fn = "npd_floordiv_f64" if op == "//" else "npd_mod_f64"
-            r = _new(em, "float", tag, f"{fn}({x}, {y})")
-        elif op == "**":
+            return _float(em, tag, f"{fn}({x}, {y})")
+        if op == "**":
             # (Python: a negative base to a fractional power is complex; 0 to a negative power
             # raises; NumPy warns: both left to Python)
             em.check(f"(({x} < 0.0 && {y} != floor({y})) || ({x} == 0.0 && {y} < 0.0))",
                      "a power Python makes complex or an error")
-            r = _new(em, "float", tag, f"npd_pow({x}, {y})")
-        else:
-            raise Refuse(f"operator {op} on floats is not lowered")
-        _float_result(em, x, y, r.c, f"overflow or NaN in {op}")
-        return r
+            return _float(em, tag, f"npd_pow({x}, {y})")
+        raise Refuse(f"operator {op} on floats is not lowered")
     # ints and Python bools (as ints)
     if op in _INT_OPS:
         r = _new(em, "int", tag, "0")
@@ -187,7 +188,7 @@ def unary(em: Emit, op: str, v: SVal) -> SVal:
         expr = {"-": f"-{v.c}", "+": v.c, "abs": f"fabs({v.c})"}.get(op)
         if expr is None:
             raise Refuse(f"{op} of a float raises TypeError")
-        return _new(em, "float", tag, expr)
+        return _float(em, tag, expr)
     if op in ("-", "abs"):
         em.check(f"({v.c} == LLONG_MIN)", "int64 overflow in negation")
     expr = {"-": f"-{v.c}", "+": v.c, "~": f"~{v.c}", "abs": f"llabs({v.c})"}[op]
@@ -221,19 +222,12 @@ def math_call(em: Emit, name: str, v: SVal, numpy: bool = False) -> SVal:
         if name not in ("sqrt", "fabs", "floor", "ceil", "trunc"):
             raise Refuse(f"numpy.{name} on a scalar is not lowered (NumPy's own loop computes "
                          "other bits than the C library)")
-        r = _new(em, "float", ("np", None), f"{name}({x})")
-        em.check(f"(isnan({r.c}) && !isnan({x}))", f"numpy.{name} would warn (invalid value)")
-        return r
+        return _float(em, ("np", None), f"{name}({x})")
     if name in _INT_RESULT:
         em.check(f"!({x} > -9.2e18 && {x} < 9.2e18)", f"math.{name} of a NaN, an infinity or a "
                  "big float")
         return _new(em, "int", ("py", None), f"(long long){name}({x})")
-    if name == "sqrt":
-        em.check(f"({x} < 0.0)", "math.sqrt of a negative number")
-    r = _new(em, "float", ("py", None), f"{name}({x})")
-    em.check(f"((isnan({r.c}) && !isnan({x})) || (isinf({r.c}) && isfinite({x})))",
-             f"math.{name} raises here (domain or range error)")
-    return r
+    return _float(em, ("py", None), f"{name}({x})")
 
 
 def constant(value: Any) -> SVal:

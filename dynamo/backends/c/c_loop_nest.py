@@ -42,6 +42,7 @@ __all__ = ["LoopKernel", "c_source", "PRELUDE"]
 
 PRELUDE = r"""
 #include <math.h>
+#include <fenv.h>
 #include <limits.h>
 #include <string.h>
 #include <stdlib.h>
@@ -165,16 +166,21 @@ static int npd_scratch_reserve(npd_scratch *s, long long n) {
 static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
 void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,
                                                      const double *, long long))f; }
-static int npd_has_nan(char *a, long long n, long long sa, char *b, long long sb) {
-    for (long long k = 0; k < n; k++)
-        if (isnan(*(double *)(a + k * sa)) || isnan(*(double *)(b + k * sb))) return 1;
-    return 0;
+
+/* Every float result goes through this: computed at run time, where the program computes it,
+   never dropped when unused nor folded when constant (its IEEE flags are the checks) */
+static inline double npd_keep(double x) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("" : "+x"(x));
+#elif defined(__aarch64__)
+    __asm__ volatile("" : "+w"(x));
+#else
+    __asm__ volatile("" : "+m"(x));
+#endif
+    return x;
 }
-static int npd_has_inf(char *a, long long n, long long sa, char *b, long long sb) {
-    for (long long k = 0; k < n; k++)
-        if (isinf(*(double *)(a + k * sa)) || isinf(*(double *)(b + k * sb))) return 1;
-    return 0;
-}
+/* the IEEE flags NumPy warns on and Python raises on: invalid, overflow, divide-by-zero */
+#define NPD_FP_BAD() fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO)
 
 #define NPD_STORE(T, arr, off, value) do { \
     char *p_ = (arr).data + (off); \
@@ -213,6 +219,8 @@ def c_source(nest: LoopNest, fname: str) -> str:
         decl.append(f"{ctype} {t};")
     decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
     decl.append("int started = 0;")
+    decl.append("unsigned polls = 0;")
+    decl.append("fexcept_t flags;")
     decl.append("npd_log undo = {0, 0, 0};")
     decl.append("npd_scratch scratch = {0, 0};")
     decl.append("int result = 0;")
@@ -230,6 +238,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
             out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
     out.append("    " + _save(names))
     out.append("    if (main_thread) npd_catch_sigint();")
+    out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
     for s in nest.stmts:
         out.append(_stmt(s, nest))
     # ways out
@@ -241,12 +250,14 @@ def c_source(nest: LoopNest, fname: str) -> str:
     out.append("    goto npd_done;")
     for k, ex in enumerate(nest.exits, 1):
         out.append(f"npd_exit_{k}:")
+        out.append("    if (NPD_FP_BAD()) goto npd_deopt;")
         out += ["    " + line for line in _write(nest, "L")]
         if ex.value is not None and ex.ty is not None:
             out.append(f"    ret[0].{_FIELD[ex.ty.fam]} = {ex.value}; ret[1].i = {ex.value_tag};")
         out.append(f"    result = {k};")
         out.append("    goto npd_done;")
     out.append("npd_done:")
+    out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
     out.append("    if (main_thread) npd_release_sigint();")
     out.append("    free(undo.items);")
     out.append("    free(scratch.data);")
@@ -291,10 +302,12 @@ def _stmt(s, nest: LoopNest) -> str:
     if s.kind == "branch":
         return f"    if ({a[0]}) goto {a[1]}; else goto {a[2]};"
     if s.kind == "header":
-        return ("    started = 1; undo.n = 0; " + _save(nest.locals) + (
+        return ("    if (NPD_FP_BAD()) goto npd_deopt;\n"
+                "    started = 1; undo.n = 0; " + _save(nest.locals) + (
             " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates else ""))
-    if s.kind == "poll":
-        return "    if (npd_interrupted) goto npd_deopt;"
+    if s.kind == "poll":  # (every 256th time: Ctrl-C, and the IEEE flags)
+        return ("    if ((++polls & 255u) == 0 && (npd_interrupted || NPD_FP_BAD())) "
+                "goto npd_deopt;")
     if s.kind == "exit":
         return f"    goto npd_exit_{a[0]};"
     raise AssertionError(s.kind)

@@ -132,3 +132,18 @@ def test_broadcast_operands_are_hoisted_out_of_the_simd_loop():
     # The full-size operand must be unit-stride and the hoisted ones stride 0 in the inner run
     # (with F-ordered inputs the kernel runs over a permuted domain where they may not be).
     assert "st0[nd - 1] == 1 && st1[nd - 1] == 0 && st2[nd - 1] == 0;" in src
+
+
+def test_a_python_int_beyond_64_bits_times_a_float_array_is_lowered():
+    """``A * 2**64``: the int is finite (np.isfinite refused it: an internal error; found by
+    the loop fuzzer)."""
+    import dynamo
+
+    def f(A, k):
+        return A * k
+
+    a = np.array([1.5, 2.0])
+    for k in (2 ** 64, -2 ** 63 - 1):
+        out = dynamo.explain(f, backend="c")(a, k)
+        assert np.array_equal(out.result, a * k)
+        assert out.graph_count == 1 and not out.skipped_frames

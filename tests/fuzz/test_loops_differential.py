@@ -156,11 +156,6 @@ def _warnings_only_reordered(program: LoopProgram, directory: pathlib.Path, back
 #: The ONE place listing open bugs this fuzzer finds: a mismatch one of them explains is an
 #: xfail, not a failure. When `test_known_bug_still_open` skips with "fixed?", remove the entry.
 KNOWN_BUGS: dict[str, KnownBug] = {
-    "c_constant_beyond_64_bits": KnownBug(
-        "the C backend fails (internal error, plain Python runs) on a Python int constant "
-        "outside int64/uint64 with a float operand: lowering._const calls np.isfinite on it",
-        ("c",), lambda program, directory, backend, text: "ufunc 'isfinite' not supported" in text,
-        _repro(["return A[0] * k,"], [1.5, 2.0], k=2**64)),
     "graph_code_reorders_warnings": KnownBug(
         "the graph's Python code (fx/python_code.py) inlines single-use values into one "
         "expression: an unrolled loop's `s += B[0]; v *= B[0]` becomes `s = 1.0 + B[0] + B[0]` "

@@ -116,7 +116,8 @@ def _const(x: Any, dt: np.dtype) -> Const:
         raise _Refuse(f"constant {x!r} does not fit {dt}") from None
     if dt.kind in "iub" and conv.item() != x:
         raise _Refuse(f"constant {x!r} does not fit {dt}")
-    if dt.kind == "f" and np.isfinite(x) and not np.isfinite(conv):
+    # (a Python int is finite, also beyond 64 bits where np.isfinite refuses it)
+    if dt.kind == "f" and (isinstance(x, int) or np.isfinite(x)) and not np.isfinite(conv):
         # NEP 50: NumPy casts the weak Python float on every call and warns (or raises under
         # errstate) "overflow encountered in cast"; only the NumPy call does that.
         raise _Refuse(f"constant {x!r} overflows {dt} (NumPy warns on the cast)")

@@ -68,7 +68,8 @@ class ArrTy:
 #:   label   name:                           (a jump target; `line` is the source line)
 #:   goto    goto name
 #:   branch  if cond goto then else goto other
-#:   header  the outermost loop's head: the iteration's state is saved here (deopt returns it)
+#:   header  the outermost loop's head: every 256th time, the state is saved here (a deopt
+#:           puts back what the iterations since wrote and returns that state)
 #:   poll    Ctrl-C check at a loop head
 #:   exit    leave the kernel by way out number k
 KINDS = {

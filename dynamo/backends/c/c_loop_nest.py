@@ -7,18 +7,19 @@ the locals the loop uses. It returns ``(k, values, extra)``:
 * ``k >= 1``: the loop left by its way out k (``nest.exits[k-1]``); `values` are the loop's
   locals afterwards (`instructions.UNBOUND` for one left unbound); `extra` is the returned
   value for a ``return`` inside the loop.
-* ``k == 0``: *deoptimised*. Something in the current iteration of the outermost loop would
-  not compute in C what Python computes (see `loop_nest.scalars`), an index was out of range,
-  or Ctrl-C was pressed: every array element the iteration wrote was put back (an undo log),
-  `values` are the locals as they were when the iteration started, and `extra` is the rest of
-  the loop's range (``range(i, stop, step)``). Plain Python then runs the loop from there, so
-  the exception or warning is raised by Python or NumPy itself, at the same iteration, after
-  the same partial writes. (Also when the kernel cannot start: an argument of another type,
-  a non-default ``np.errstate``, an int beyond int64: then nothing ran.)
+* ``k == 0``: *deoptimised*. Something would not compute in C what Python computes (see
+  `loop_nest.scalars`), an index was out of range, or Ctrl-C was pressed: the kernel goes back
+  to its last save point, the head of an iteration of the outermost loop (every 256th one):
+  every array element written since is put back (an undo log), `values` are the locals as they
+  were there, and `extra` is the rest of the loop's range (``range(i, stop, step)``). Plain
+  Python then runs the loop from there, so the exception or warning is raised by Python or
+  NumPy itself, at the same iteration, after the same partial writes. (Also when the kernel
+  cannot start: an argument of another type, a non-default ``np.errstate``, an int beyond
+  int64: then nothing ran.)
 
 The C function keeps each local in a C variable (``L_x``; ``T_x`` its tag, ``B_x`` whether it
-is bound, where needed), saves them at the head of each outermost iteration (``SN_x``), logs
-every element store (address, old 8 bytes), and while it runs in the main thread chains a
+is bound, where needed), saves them at its save points (``SN_x``), logs every element store
+(address, old 8 bytes), and while it runs in the main thread chains a
 SIGINT handler in front of Python's that sets a flag the loop heads poll (Python's own handler
 runs too, so the KeyboardInterrupt is raised when plain Python continues). cffi releases the
 GIL around the call.
@@ -219,7 +220,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
         decl.append(f"{ctype} {t};")
     decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
     decl.append("int started = 0;")
-    decl.append("unsigned polls = 0;")
+    decl.append("unsigned polls = 0, saves = 0;")
     decl.append("fexcept_t flags;")
     decl.append("npd_log undo = {0, 0, 0};")
     decl.append("npd_scratch scratch = {0, 0};")
@@ -302,9 +303,13 @@ def _stmt(s, nest: LoopNest) -> str:
     if s.kind == "branch":
         return f"    if ({a[0]}) goto {a[1]}; else goto {a[2]};"
     if s.kind == "header":
-        return ("    if (NPD_FP_BAD()) goto npd_deopt;\n"
-                "    started = 1; undo.n = 0; " + _save(nest.locals) + (
-            " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates else ""))
+        # (a save point every 256 iterations of the outermost loop: a deoptimisation puts back
+        # up to 256 iterations, and Python runs them again; the IEEE flags are tested there)
+        return ("    if (!started || (++saves & 255u) == 0) {\n"
+                "        if (NPD_FP_BAD()) goto npd_deopt;\n"
+                "        started = 1; undo.n = 0; " + _save(nest.locals) + (
+                    " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates
+                    else "") + "\n    }")
     if s.kind == "poll":  # (every 256th time: Ctrl-C, and the IEEE flags)
         return ("    if ((++polls & 255u) == 0 && (npd_interrupted || NPD_FP_BAD())) "
                 "goto npd_deopt;")

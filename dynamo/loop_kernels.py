@@ -168,9 +168,8 @@ def _statics(tx, names: set[str]) -> dict[str, Any]:
             obj = tx.frame.f_builtins[name]
         else:
             continue
-        if not isinstance(obj, types.ModuleType) and obj not in (
-                range, len, abs, min, max, int, float) and not callable(obj):
-            continue
+        if not isinstance(obj, types.ModuleType) and not callable(obj):
+            continue  # (an array or a number the loop reads as a global: not lowered)
         found[name] = obj
     return found
 

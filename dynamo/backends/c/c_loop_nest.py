@@ -328,7 +328,24 @@ _CFLAGS = ("-O2", "-ffp-contract=off", "-fno-strict-aliasing") + tuple(
                                         "log1p", "pow", "fmod"))
 
 _DEFAULT_ERR = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": "warn"}
-_MAIN = threading.main_thread()
+_MAIN = threading.main_thread().ident
+
+
+def _errstate_var_of_numpy():
+    """(NumPy 2 keeps ``np.errstate`` in a context variable: while it holds the object it held
+    at import, the state is NumPy's default, which a call checks without running Python code;
+    otherwise, or on another NumPy, ``np.geterr()``.)"""
+    try:
+        from numpy._core import _ufunc_config  # (NumPy 2's private module: a fast path only)
+        var = _ufunc_config._extobj_contextvar
+    except (ImportError, AttributeError):
+        return None, None
+    if np.geterr() != _DEFAULT_ERR:
+        return None, None
+    return var.get, var.get()
+
+
+_errstate_var, _errstate_start = _errstate_var_of_numpy()
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 _BOX = {("int", 0): int, ("int", 1): np.int64, ("float", 0): float, ("float", 1): np.float64,
         ("bool", 0): bool, ("bool", 1): np.bool_}
@@ -367,7 +384,10 @@ class LoopKernel:
         # (what plain Python does when the kernel cannot start: the whole loop)
         not_run = (0, tuple(out), iterable) if nest.site.takes_range or not nest.iterates \
             else (-1, tuple(out), None)
-        if np.geterr() != _DEFAULT_ERR:
+        if _errstate_var is not None and _errstate_var() is not _errstate_start:
+            if np.geterr() != _DEFAULT_ERR:
+                return not_run
+        elif _errstate_var is None and np.geterr() != _DEFAULT_ERR:
             return not_run
         ffi = self.ffi
         v = ffi.new("npd_val[]", n + 2)
@@ -412,15 +432,15 @@ class LoopKernel:
         arrs = ffi.new("npd_arr[]", max(len(arrays), 1))
         for j, a in enumerate(arrays):
             d = arrs[j]
-            d.data = ffi.cast("char *", a.ctypes.data)
+            # (not a.ctypes.data: Python-level code, slow where the caller is captured)
+            d.data = ffi.cast("char *", a.__array_interface__["data"][0])
             for axis in range(a.ndim):
                 d.shape[axis] = a.shape[axis]
                 d.strides[axis] = a.strides[axis]
             d.id = j
             d.writeable = 1 if a.flags.writeable else 0
             keep.append(a)
-        main = threading.current_thread() is _MAIN
-        k = self.fn(arrs, v, tag, bound, rng, 1 if main else 0, v + n)
+        k = self.fn(arrs, v, tag, bound, rng, 1 if threading.get_ident() == _MAIN else 0, v + n)
         result = []
         for j, name in enumerate(self.names):
             ty = nest.locals[name]
@@ -429,7 +449,10 @@ class LoopKernel:
             elif isinstance(ty, ArrTy):
                 result.append(arrays[v[j].i])
             else:
-                result.append(_box(ty.fam, tag[j], v[j]))
+                val = v[j]
+                box = _BOX[ty.fam, 1 if tag[j] else 0]
+                result.append(box(val.f) if ty.fam == "float" else box(bool(val.i))
+                              if ty.fam == "bool" else box(val.i))
         if k == -1:
             return not_run
         if k == 0:

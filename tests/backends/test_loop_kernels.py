@@ -591,3 +591,21 @@ def for_else_and_chains(a, lo, hi):
 @pytest.mark.parametrize("hi", [0.3, 0.9])
 def test_for_else_and_chained_comparisons(hi):
     check(for_else_and_chains, RNG.random(12), 0.1, hi)
+
+
+GLOBAL_ARRAY = np.arange(4.0)
+
+
+def reads_a_global_array(n):
+    s = 0.0
+    for i in range(n):
+        s += GLOBAL_ARRAY[i]
+    return s
+
+
+def test_a_global_array_in_the_loop_is_no_internal_error():
+    """(An array global was compared with == against the known functions: an internal error.)"""
+    out = dynamo.explain(reads_a_global_array, backend="c")(4)
+    assert out.result == reads_a_global_array(4)
+    assert not out.skipped_frames
+    assert any("not a C loop kernel" in loop and "GLOBAL_ARRAY" in loop for loop in out.loops)

@@ -19,7 +19,7 @@ from . import scalars as S
 from .ir import CTYPE, Ty
 from .scalars import Refuse, SVal
 from .slices import dot
-from .values import AVal, RangeV
+from .values import AVal, RangeV, TupleV
 
 __all__ = ["call"]
 
@@ -74,6 +74,10 @@ def call(self, fn, args: list):
         name = fn.__name__
         if name in S.MATH_FUNCTIONS and len(args) == 1:
             return S.math_call(self, name, self.scalar(args[0]))
+        if fn is math.frexp and len(args) == 1:
+            return _frexp(self, self.scalar(args[0]))
+        if fn is math.ldexp and len(args) == 2:
+            return _ldexp(self, self.scalar(args[0]), self.scalar(args[1]))
     if fn is np.dot and len(args) == 2:
         return dot(self, args[0], args[1], matmul=False)
     if _hashable(fn) and fn in _NUMPY_CALLS and len(args) == 1:
@@ -87,3 +91,28 @@ def _hashable(x) -> bool:
     except TypeError:
         return False
     return True
+
+
+def _frexp(em, v: SVal) -> TupleV:
+    """``math.frexp(v)``: (mantissa, exponent), C's frexp (exact); an infinity or NaN (where
+    C leaves the exponent unspecified) goes back to Python."""
+    x = S.convert(em, "float", v).c
+    em.check(f"!isfinite({x})", "math.frexp of an infinity or a NaN")
+    e = em.temp("int")
+    m = em.temp("double")
+    em.assign(m, f"frexp({x}, &{e})")
+    k = em.temp("long long")
+    em.assign(k, f"(long long){e}")
+    return TupleV((SVal(Ty("float"), m), SVal(Ty("int"), k)))
+
+
+def _ldexp(em, v: SVal, i: SVal) -> SVal:
+    """``math.ldexp(v, i)``: C's ldexp (exact; an overflow raises the IEEE flag, Python's
+    OverflowError)."""
+    if i.ty.fam == "float":
+        raise Refuse("math.ldexp with a float exponent raises TypeError")
+    x = S.convert(em, "float", v).c
+    em.check(f"({i.c} > 100000 || {i.c} < -100000)", "math.ldexp with a huge exponent")
+    r = em.temp("double")
+    em.assign(r, f"npd_keep(ldexp({x}, (int){i.c}))")
+    return SVal(Ty("float"), r)

@@ -352,6 +352,14 @@ class Opcodes:
             t = self.temp("long long")
             self.assign(t, f"{container.arr.c}.shape[{k}]")
             return SVal(Ty("int"), t)
+        if isinstance(container, TupleV):  # (``math.frexp(x)[1]``)
+            k = self.scalar(index)
+            if not k.c.rstrip("L").lstrip("-").isdigit():
+                raise Refuse("a tuple indexed by something other than a literal")
+            n = int(k.c.rstrip("L"))
+            if not -len(container.items) <= n < len(container.items):
+                raise Refuse("a tuple index out of range")
+            return container.items[n]
         if not isinstance(container, AVal):
             raise Refuse(f"indexing a {type(container).__name__}")
         items = index.items if isinstance(index, TupleV) else (index,)

@@ -609,3 +609,19 @@ def test_a_global_array_in_the_loop_is_no_internal_error():
     assert out.result == reads_a_global_array(4)
     assert not out.skipped_frames
     assert any("not a C loop kernel" in loop and "GLOBAL_ARRAY" in loop for loop in out.loops)
+
+
+def newton_frexp(a):
+    out = np.empty_like(a)
+    for i in range(a.shape[0]):
+        v = float(a[i])
+        g = math.ldexp(1.0, math.frexp(v)[1] // 2)
+        while abs(g * g - v) > 1e-12 * v:
+            g = 0.5 * (g + v / g)
+        out[i] = g
+    return out
+
+
+def test_frexp_and_ldexp():
+    check(newton_frexp, RNG.random(50) * 1e6 + 1e-3)
+    check(newton_frexp, np.array([4.0, np.inf, 9.0]))   # (frexp(inf): back to Python)

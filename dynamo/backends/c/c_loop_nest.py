@@ -20,7 +20,8 @@ the locals the loop uses. It returns ``(k, values, extra)``:
 The C function keeps each local in a C variable (``L_x``; ``T_x`` its tag, ``B_x`` whether it
 is bound, where needed), saves them at its save points (``SN_x``), logs every element store
 (address, old 8 bytes), and while it runs in the main thread chains a
-SIGINT handler in front of Python's that sets a flag the loop heads poll (Python's own handler
+SIGINT handler in front of Python's (from the 256th pass through a loop head on, so a short
+kernel makes no system call) that sets a flag the loop heads poll (Python's own handler
 runs too, so the KeyboardInterrupt is raised when plain Python continues). cffi releases the
 GIL around the call.
 """
@@ -147,9 +148,7 @@ static void npd_catch_sigint(void) {
     sigaction(SIGINT, &mine, &npd_previous);
 }
 static void npd_release_sigint(void) {
-    struct sigaction now;
-    sigaction(SIGINT, NULL, &now);
-    if (now.sa_sigaction == npd_on_sigint) sigaction(SIGINT, &npd_previous, NULL);
+    sigaction(SIGINT, &npd_previous, NULL);
 }
 
 /* the array statements' right sides (elementwise) */
@@ -221,6 +220,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
     decl.append("int started = 0;")
     decl.append("unsigned polls = 0, saves = 0;")
+    decl.append("int caught = 0;")
     decl.append("fexcept_t flags;")
     decl.append("npd_log undo = {0, 0, 0};")
     decl.append("npd_scratch scratch = {0, 0};")
@@ -238,7 +238,6 @@ def c_source(nest: LoopNest, fname: str) -> str:
         else:
             out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
     out.append("    " + _save(names))
-    out.append("    if (main_thread) npd_catch_sigint();")
     out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
     for s in nest.stmts:
         out.append(_stmt(s, nest))
@@ -259,7 +258,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
         out.append("    goto npd_done;")
     out.append("npd_done:")
     out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
-    out.append("    if (main_thread) npd_release_sigint();")
+    out.append("    if (caught) npd_release_sigint();")
     out.append("    free(undo.items);")
     out.append("    free(scratch.data);")
     out.append("    return result;")
@@ -310,9 +309,13 @@ def _stmt(s, nest: LoopNest) -> str:
                 "        started = 1; undo.n = 0; " + _save(nest.locals) + (
                     " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates
                     else "") + "\n    }")
-    if s.kind == "poll":  # (every 256th time: Ctrl-C, and the IEEE flags)
-        return ("    if ((++polls & 255u) == 0 && (npd_interrupted || NPD_FP_BAD())) "
-                "goto npd_deopt;")
+    if s.kind == "poll":
+        # (every 256th time: Ctrl-C, and the IEEE flags; the SIGINT handler goes in front of
+        # Python's the first time, so a short kernel makes no system call)
+        return ("    if ((++polls & 255u) == 0) {\n"
+                "        if (main_thread && !caught) { npd_catch_sigint(); caught = 1; }\n"
+                "        if (npd_interrupted || NPD_FP_BAD()) goto npd_deopt;\n"
+                "    }")
     if s.kind == "exit":
         return f"    goto npd_exit_{a[0]};"
     raise AssertionError(s.kind)
@@ -374,6 +377,8 @@ class LoopKernel:
             self.library.lib.npd_set_ddot(self.ffi.cast("void *", ddot))
         self.slots = {name: k for k, name in enumerate(self.names)}
         self.input_slots = tuple(self.slots[n] for n in nest.inputs)
+        self.array_inputs = sum(isinstance(nest.locals[n], ArrTy) for n in nest.inputs)
+        self._buffers = threading.local()
 
     def __call__(self, iterable: Any, *values: Any) -> tuple:
         nest = self.nest
@@ -390,10 +395,14 @@ class LoopKernel:
         elif _errstate_var is None and np.geterr() != _DEFAULT_ERR:
             return not_run
         ffi = self.ffi
-        v = ffi.new("npd_val[]", n + 2)
-        tag = ffi.new("unsigned char[]", n + 2)
-        bound = ffi.new("unsigned char[]", n + 2)
-        rng = ffi.new("long long[3]")
+        # (the buffers of this thread: the C function fills every slot it reads back)
+        buffers = getattr(self._buffers, "b", None)
+        if buffers is None:
+            buffers = self._buffers.b = (
+                ffi.new("npd_val[]", n + 2), ffi.new("unsigned char[]", n + 2),
+                ffi.new("unsigned char[]", n + 2), ffi.new("long long[3]"),
+                ffi.new("npd_arr[]", max(self.array_inputs, 1)))
+        v, tag, bound, rng, arrs = buffers
         if nest.site.takes_range:
             if type(iterable) is not range or not (
                     _INT64[0] <= iterable.start <= _INT64[1]
@@ -429,7 +438,6 @@ class LoopKernel:
                     return not_run
                 v[k].i = int(value)
             tag[k] = found[1]
-        arrs = ffi.new("npd_arr[]", max(len(arrays), 1))
         for j, a in enumerate(arrays):
             d = arrs[j]
             # (not a.ctypes.data: Python-level code, slow where the caller is captured)

@@ -1,0 +1,162 @@
+"""The C a loop kernel runs on: what every kernel's source starts with.
+
+In: nothing. Out: `PRELUDE`, C text: the array descriptor (`npd_arr`) and value slot
+(`npd_val`) the Python side fills, the undo log of element stores, the scratch buffer of array
+statements, Python's floor division, modulo and integer power, CPython's float divmod, the
+C library's ``pow`` behind a pointer, ``npd_keep`` (a float result the compiler may neither
+drop nor fold), the IEEE-flag test, NumPy's BLAS ``ddot`` (set after loading), and the SIGINT
+handler that goes in front of Python's while a kernel runs. Used by `c_loop_nest`, which
+appends one kernel function to it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["PRELUDE"]
+
+PRELUDE = r"""
+#include <math.h>
+#include <fenv.h>
+#include <limits.h>
+#include <string.h>
+#include <stdlib.h>
+#include <signal.h>
+
+typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable; }
+    npd_arr;
+typedef union { long long i; double f; } npd_val;
+typedef struct { char *addr; long long old; } npd_undo;
+typedef struct { npd_undo *items; long long n, cap; } npd_log;
+
+static int npd_log_grow(npd_log *log) {
+    long long cap = log->cap ? 2 * log->cap : 256;
+    npd_undo *items = (npd_undo *)realloc(log->items, (size_t)cap * sizeof(npd_undo));
+    if (!items) return 1;
+    log->items = items;
+    log->cap = cap;
+    return 0;
+}
+
+static void npd_undo_all(npd_log *log) {
+    for (long long n = log->n - 1; n >= 0; n--)
+        memcpy(log->items[n].addr, &log->items[n].old, 8);
+    log->n = 0;
+}
+
+/* the C library's pow, called (never folded or turned into x*x by the compiler: the bits are
+   those of the pow CPython and NumPy call) */
+static double (* volatile npd_pow)(double, double) = pow;
+
+/* Python's int // and % (floor), False: a plain result; True: deoptimise */
+static inline int npd_floordiv_i64(long long a, long long b, long long *r) {
+    if (b == 0 || (a == LLONG_MIN && b == -1)) return 1;
+    long long q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    *r = q;
+    return 0;
+}
+static inline int npd_mod_i64(long long a, long long b, long long *r) {
+    if (b == 0) return 1;
+    if (b == -1) { *r = 0; return 0; }
+    long long m = a % b;
+    if (m != 0 && ((m < 0) != (b < 0))) m += b;
+    *r = m;
+    return 0;
+}
+static inline int npd_pow_i64(long long a, long long b, long long *r) {
+    if (b < 0) return 1;
+    long long res = 1;
+    while (b) {
+        if ((b & 1) && __builtin_mul_overflow(res, a, &res)) return 1;
+        b >>= 1;
+        if (b && __builtin_mul_overflow(a, a, &a)) return 1;
+    }
+    *r = res;
+    return 0;
+}
+/* CPython's float divmod (floatobject.c _float_div_mod); NumPy's npy_divmod is the same */
+static inline double npd_divmod_f64(double vx, double wx, double *modp) {
+    double div, mod = fmod(vx, wx), floordiv;
+    div = (vx - mod) / wx;
+    if (mod) {
+        if ((wx < 0) != (mod < 0)) { mod += wx; div -= 1.0; }
+    } else {
+        mod = copysign(0.0, wx);
+    }
+    if (div) {
+        floordiv = floor(div);
+        if (div - floordiv > 0.5) floordiv += 1.0;
+    } else {
+        floordiv = copysign(0.0, vx / wx);
+    }
+    *modp = mod;
+    return floordiv;
+}
+static inline double npd_floordiv_f64(double a, double b) { double m; return npd_divmod_f64(a, b, &m); }
+static inline double npd_mod_f64(double a, double b) { double m; npd_divmod_f64(a, b, &m); return m; }
+
+/* Ctrl-C: a handler in front of Python's while a kernel runs in the main thread */
+static volatile sig_atomic_t npd_interrupted;
+static struct sigaction npd_previous;
+static void npd_on_sigint(int sig, siginfo_t *info, void *context) {
+    if (npd_previous.sa_flags & SA_SIGINFO) {
+        npd_interrupted = 1;
+        npd_previous.sa_sigaction(sig, info, context);
+    } else if (npd_previous.sa_handler == SIG_DFL) {
+        sigaction(SIGINT, &npd_previous, NULL);
+        raise(SIGINT);
+    } else if (npd_previous.sa_handler != SIG_IGN) {
+        npd_interrupted = 1;
+        npd_previous.sa_handler(sig);
+    }
+}
+static void npd_catch_sigint(void) {
+    struct sigaction mine;
+    memset(&mine, 0, sizeof mine);
+    mine.sa_sigaction = npd_on_sigint;
+    mine.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&mine.sa_mask);
+    npd_interrupted = 0;
+    sigaction(SIGINT, &mine, &npd_previous);
+}
+static void npd_release_sigint(void) {
+    sigaction(SIGINT, &npd_previous, NULL);
+}
+
+/* the array statements' right sides (elementwise) */
+typedef struct { double *data; long long cap; } npd_scratch;
+static int npd_scratch_reserve(npd_scratch *s, long long n) {
+    if (n <= s->cap) return 0;
+    double *data = (double *)realloc(s->data, (size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!data) return 1;
+    s->data = data;
+    s->cap = n;
+    return 0;
+}
+
+/* NumPy's BLAS ddot (set once the library is loaded: npd_set_ddot) */
+static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
+void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,
+                                                     const double *, long long))f; }
+
+/* Every float result goes through this: computed at run time, where the program computes it,
+   never dropped when unused nor folded when constant (its IEEE flags are the checks) */
+static inline double npd_keep(double x) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ volatile("" : "+x"(x));
+#elif defined(__aarch64__)
+    __asm__ volatile("" : "+w"(x));
+#else
+    __asm__ volatile("" : "+m"(x));
+#endif
+    return x;
+}
+/* the IEEE flags NumPy warns on and Python raises on: invalid, overflow, divide-by-zero */
+#define NPD_FP_BAD() fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO)
+
+#define NPD_STORE(T, arr, off, value) do { \
+    char *p_ = (arr).data + (off); \
+    if (!(arr).writeable) goto npd_deopt; \
+    if (undo.n == undo.cap && npd_log_grow(&undo)) goto npd_deopt; \
+    undo.items[undo.n].addr = p_; memcpy(&undo.items[undo.n].old, p_, 8); undo.n++; \
+    *(T *)p_ = (value); } while (0)
+"""

@@ -669,3 +669,23 @@ def test_random_array_statements_match_numpy(seed, tmp_path):
     if seed % 7 == 0:
         u[1] = np.inf
     check(module.f, u, v, rng.standard_normal((3, 6)), 4, 1.5, kernel=None)
+
+
+def test_a_wrapper_of_the_c_backend_asks_for_kernels_by_its_attribute():
+    from dynamo.backends.c import compile_graph
+
+    class Wrapper:
+        def __init__(self, forward: bool) -> None:
+            if forward:
+                self.loop_kernels = compile_graph.loop_kernels
+
+        def __call__(self, gm, example_inputs):
+            return compile_graph(gm, example_inputs)
+
+    x = RNG.random(8)
+    for forward in (False, True):
+        dynamo.reset()
+        loop_kernels._built.clear()
+        assert np.array_equal(dynamo.compile(recurrence, backend=Wrapper(forward))(x),
+                              recurrence(x))
+        assert bool(loop_kernels.kernels_for(recurrence.__code__)) == forward

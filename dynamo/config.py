@@ -31,7 +31,8 @@ from . import _C
 __all__ = [
     "cache_size_limit", "accumulated_cache_size_limit", "guard_self_check", "suppress_errors",
     "emit_warnings",
-    "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies", "loop_kernels",
+    "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies",
+    "loop_kernels",
     "debug_insert_nops",
     "check_accuracy", "repro_dir",
     "dump_dir",

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 from bytecode import Label
 
-from . import config
+from . import compat, config
 from . import instructions as ins
 from .backends.c.build import BuildError, CompilerNotFound
 from .backends.c.c_loop_nest import LoopKernel
@@ -194,7 +194,8 @@ def plan(tx, index: int) -> "KernelPlan | None":
             ty = _type_of(tx, name)
             if ty is not None:
                 types_[name] = ty
-        global_names = {_global_name(inst) for inst in inside if inst.name == "LOAD_GLOBAL"}
+        global_names = {compat.global_name(inst) for inst in inside
+                        if inst.name == "LOAD_GLOBAL"}
         statics = _statics(tx, global_names)
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
                tuple(sorted((n, id(o)) for n, o in statics.items())))
@@ -213,6 +214,8 @@ def plan(tx, index: int) -> "KernelPlan | None":
     except (BuildError, CompilerNotFound) as exc:
         log.warning("the loop kernel at %s:%s could not be built: %s", code.co_filename,
                     instrs[index].lineno, exc)
+        note_loop(code.co_filename, instrs[site.header].lineno,
+                  f"not a C loop kernel: it could not be built ({type(exc).__name__})")
         return None
     note_loop(code.co_filename, instrs[site.header].lineno,
               f"a C loop kernel ({kernel.nest.name})")
@@ -220,10 +223,6 @@ def plan(tx, index: int) -> "KernelPlan | None":
         if isinstance(name, str):
             tx.load_global(name)  # (its guard: the kernel's code depends on what it is)
     return KernelPlan(kernel, site)
-
-
-def _global_name(inst) -> str:
-    return inst.arg[1] if isinstance(inst.arg, tuple) else inst.arg
 
 
 @dataclass(frozen=True)

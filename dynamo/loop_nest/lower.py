@@ -1,8 +1,8 @@
 """Lower a loop of a code object to the loop-nest IR: an abstract interpretation of its bytecode.
 
-In: the code object, the index of the loop's entry (a ``for`` loop's GET_ITER, with a ``range``
-on the stack; a ``while`` loop's header), the types of the locals bound there and the objects
-its globals name. Out: a `LoopNest` (``loop_nest.ir``), or `Refuse` naming the first construct
+In: the code object, the index of the loop's entry (the start of the statement that makes a
+``for`` loop's range, or its GET_ITER with the range on the stack; a ``while`` loop's header:
+`LoopSite`), the types of the locals bound there and the objects its globals name. Out: a `LoopNest` (``loop_nest.ir``), or `Refuse` naming the first construct
 that stops it (the loop then keeps today's treatment: unrolled, a body function, or Python).
 Called by `dynamo.loop_kernels` (the planner, which gets the types from the translator).
 
@@ -14,9 +14,12 @@ once more to emit the statements. Stack values are C temporaries (a local's load
 variables. What is lowered: ``for`` over ``range`` (1-3 arguments, any int expressions) and
 ``while``, nested, with ``break``/``continue``/``return``; ``if``/``and``/``or``/``not``;
 scalar arithmetic of Python ints, floats and bools and NumPy int64/float64/bool scalars;
-elements of float64/int64/bool arrays read and written with int indices (negative ones wrap,
-every index is bounds-checked); ``A.shape[k]``, ``len(A)``, ``abs``, ``min``/``max`` of two,
-``int``, ``float``, ``math`` functions and ``np.sqrt``/``np.floor``/... on scalars.
+elements of float64/int64 arrays read and written and of bool arrays read, with int indices
+(negative ones wrap, every index is bounds-checked); ``A.shape[k]``, ``len(A)``, ``abs``,
+``min``/``max`` of two, ``int``, ``float``, ``math`` functions and ``np.sqrt``/``np.floor``/...
+on scalars (`calls`); slices, dot products (`slices`) and array statements (`elementwise`).
+The instruction handlers are `opcodes.Opcodes`; this module is the driver: the loop's region
+(`region`), the blocks, their edges and the two passes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Loop kernels (dynamo.loop_kernels): a whole loop nest runs as one C function, exact by
 deoptimisation. Plain Python is the oracle: return values (type and bits), the arrays'
 final contents, the exception (type, message) and the warnings, on the first (compiling) call
-and on a cache hit; and each test checks the loop really ran as a kernel (the break reason
-names it), so a test cannot pass by the loop silently staying in Python."""
+and on a cache hit; and each test checks that a kernel was built for the function
+(`loop_kernels.kernels_for`), so a test cannot pass by the loop silently staying in Python.
+Run on 3.10-3.13 (CI: the whole suite on 3.11 and 3.13, this file in the 3.10 and 3.12 sets)."""
 
 from __future__ import annotations
 

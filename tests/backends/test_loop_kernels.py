@@ -690,3 +690,28 @@ def test_a_wrapper_of_the_c_backend_asks_for_kernels_by_its_attribute():
         assert np.array_equal(dynamo.compile(recurrence, backend=Wrapper(forward))(x),
                               recurrence(x))
         assert bool(loop_kernels.kernels_for(recurrence.__code__)) == forward
+
+
+def test_a_call_made_during_a_call_gets_buffers_of_its_own():
+    """A signal handler or a finalizer may call the same compiled function between the
+    wrapper's bytecodes, after the kernel ran and before its results are read back: the
+    results must be the outer call's (the wrapper reuses one set of buffers per thread)."""
+    compiled = dynamo.compile(tag_changes, backend="c")
+    x, other = RNG.random(7), RNG.random(9) + 10.0
+    compiled(x)
+    (kernel,) = loop_kernels.kernels_for(tag_changes.__code__)
+    fn, nested = kernel.fn, []
+
+    def then_reenter(*args):
+        status = fn(*args)
+        if not nested:
+            nested.append(None)
+            nested.append(compiled(other))
+        return status
+
+    kernel.fn = then_reenter
+    try:
+        assert compiled(x) == tag_changes(x)
+    finally:
+        kernel.fn = fn
+    assert nested[1] == tag_changes(other)

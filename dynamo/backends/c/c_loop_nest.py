@@ -247,14 +247,28 @@ class LoopKernel:
                 return not_run
         elif _errstate_var is None and np.geterr() != _DEFAULT_ERR:
             return not_run
-        ffi = self.ffi
-        # (the buffers of this thread: the C function fills every slot it reads back)
-        buffers = getattr(self._buffers, "b", None)
+        # (this thread's buffers, taken while in use: a call made meanwhile from a signal
+        # handler or a finalizer, between the wrapper's bytecodes, gets buffers of its own)
+        local = self._buffers
+        buffers = getattr(local, "b", None)
         if buffers is None:
-            buffers = self._buffers.b = (
-                ffi.new("npd_val[]", n + 2), ffi.new("unsigned char[]", n + 2),
+            buffers = self._new_buffers()
+        local.b = None
+        try:
+            return self._run(buffers, iterable, values, not_run)
+        finally:
+            local.b = buffers
+
+    def _new_buffers(self) -> tuple:
+        ffi, n = self.ffi, len(self.names)
+        return (ffi.new("npd_val[]", n + 2), ffi.new("unsigned char[]", n + 2),
                 ffi.new("unsigned char[]", n + 2), ffi.new("long long[3]"),
                 ffi.new("npd_arr[]", max(self.array_inputs, 1)))
+
+    def _run(self, buffers: tuple, iterable: Any, values: tuple, not_run: tuple) -> tuple:
+        nest = self.nest
+        n = len(self.names)
+        ffi = self.ffi
         v, tag, bound, rng, arrs = buffers
         if nest.site.takes_range:
             if type(iterable) is not range or not (

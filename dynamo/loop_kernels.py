@@ -40,7 +40,7 @@ from .bytecode_analysis import code_info
 from .codegen import Codegen, call_resume
 from .exc import Unsupported
 from .instructions import UNBOUND
-from .loop_nest.ir import DTYPES, ArrTy, Ty
+from .loop_nest.ir import DTYPES, SCALAR_TYPES, ArrTy, Ty
 from .loop_nest.lower import Refuse, loop_at, lower, range_statement, region
 from .records import note_loop
 from .resume import in_loop_body
@@ -150,11 +150,9 @@ def _value_type(value: Any, name: str) -> Ty | ArrTy:
         if value.dtype not in DTYPES or not 1 <= value.ndim <= 4:
             raise Refuse(f"{name!r} is an array of {value.dtype} with {value.ndim} dimensions")
         return ArrTy(value.dtype, value.ndim)
-    for pytype, ty in ((bool, Ty("bool")), (int, Ty("int")), (float, Ty("float")),
-                       (np.float64, Ty("float", "np")), (np.int64, Ty("int", "np")),
-                       (np.bool_, Ty("bool", "np"))):
-        if type(value) is pytype:
-            return ty
+    ty = SCALAR_TYPES.get(type(value))
+    if ty is not None:
+        return ty
     raise Refuse(f"{name!r} is a {type(value).__name__}, not a number or an array")
 
 

@@ -28,7 +28,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Ty", "ArrTy", "Stmt", "KINDS", "LoopNest", "Exit", "CTYPE", "DTYPES"]
+__all__ = ["Ty", "ArrTy", "Stmt", "KINDS", "LoopNest", "Exit", "CTYPE", "DTYPES",
+           "SCALAR_TYPES"]
 
 #: family -> the C type of its values
 CTYPE = {"int": "long long", "float": "double", "bool": "int"}
@@ -61,7 +62,15 @@ class ArrTy:
         return f"ndarray[{self.dtype}, {self.ndim}d]"
 
 
-#: The statement kinds, each with its fields (the printers read this table):
+#: Python's and NumPy's scalar types -> their kernel type (the planner types the arguments by
+#: it; the kernel's wrapper checks the values it is called with, and boxes its results, by it)
+SCALAR_TYPES: dict[type, Ty] = {
+    bool: Ty("bool"), int: Ty("int"), float: Ty("float"),
+    np.bool_: Ty("bool", "np"), np.int64: Ty("int", "np"), np.float64: Ty("float", "np"),
+}
+
+#: The statement kinds, each with its fields (`Stmt.text` and the C writer,
+#: `backends.c.c_loop_nest`, print each one):
 #:   assign  dst = expr                      (a typed C variable)
 #:   check   deopt if cond, for `why`        (where Python or NumPy would differ: raise, warn)
 #:   store   array[index] = value            (element write, logged for undo)

@@ -2,7 +2,8 @@
 
 In: the code object, the index of the loop's entry (the start of the statement that makes a
 ``for`` loop's range, or its GET_ITER with the range on the stack; a ``while`` loop's header:
-`LoopSite`), the types of the locals bound there and the objects its globals name. Out: a `LoopNest` (``loop_nest.ir``), or `Refuse` naming the first construct
+`LoopSite`), the types of the locals bound there and the objects its globals name. Out: a
+`LoopNest` (``loop_nest.ir``), or `Refuse` naming the first construct
 that stops it (the loop then keeps today's treatment: unrolled, a body function, or Python).
 Called by `dynamo.loop_kernels` (the planner, which gets the types from the translator).
 
@@ -288,7 +289,8 @@ class _Lowering(Opcodes):
                     tags.setdefault(name, set()).add(ty.tag)
         self.merged_locals = merged
         self.tagged = frozenset(n for n, t in tags.items() if len(t) > 1 or "rt" in t)
-        self.flagged = frozenset(n for n, (ty, b) in merged.items() if b != "yes" and ty is not None)
+        self.flagged = frozenset(n for n, (ty, b) in merged.items()
+                                 if b != "yes" and ty is not None)
 
     # ---------------------------------------------------------------------------------------
     def in_region(self, i: int) -> bool:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import signal
+import sys
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,9 @@ import dynamo
 from dynamo import config, loop_kernels
 from dynamo.loop_nest.lower import Refuse, lower
 from dynamo.loop_nest.ir import ArrTy, Ty
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench_loops  # noqa: E402
 
 
 def _copy(args):
@@ -72,48 +77,16 @@ def _fresh():
     dynamo.reset()
 
 
-# The loop programs ------------------------------------------------------------------------------
+# The loop programs (benchmarks/bench_loops.py's, as timed there) ------------------------------
 
-def recurrence(x):
-    y = np.empty_like(x)
-    y[0] = x[0]
-    for i in range(1, x.shape[0]):
-        y[i] = 0.5 * y[i - 1] + x[i]
-    return y
+recurrence, crc32 = bench_loops.recurrence, bench_loops.crc32
+forward_substitution, newton_sqrt = bench_loops.forward_substitution, bench_loops.newton_sqrt
+points_in_circle, stencil_1d = bench_loops.points_in_circle, bench_loops.stencil_1d
 
 
-def crc32(data):
-    crc = 0xFFFFFFFF
-    for i in range(data.shape[0]):
-        crc ^= int(data[i])
-        for k in range(8):
-            if crc & 1:
-                crc = (crc >> 1) ^ 0xEDB88320
-            else:
-                crc >>= 1
-    return crc ^ 0xFFFFFFFF
-
-
-def forward_substitution(L, b):
-    n = b.shape[0]
-    x = np.zeros(n)
-    for i in range(n):
-        s = 0.0
-        for j in range(i):
-            s += L[i, j] * x[j]
-        x[i] = (b[i] - s) / L[i, i]
-    return x
-
-
-def count_in_circle(x, y):
-    count = 0
-    for i in range(len(x)):
-        if x[i] * x[i] + y[i] * y[i] <= 1.0:
-            count += 1
-    return count
-
-
-def newton_sqrt(a):
+def newton_on_elements(a):
+    """(Newton on NumPy float64 elements: the local changes from np.float64 to Python float
+    nowhere; ``abs`` and ``/`` of NumPy scalars)"""
     out = np.empty_like(a)
     for i in range(a.shape[0]):
         g = a[i]
@@ -123,17 +96,6 @@ def newton_sqrt(a):
     return out
 
 
-def stencil(u, steps):
-    n = u.shape[0]
-    new = u.copy()
-    for t in range(steps):
-        for i in range(1, n - 1):
-            new[i] = u[i] + 0.1 * (u[i - 1] - 2 * u[i] + u[i + 1])
-        for i in range(n):
-            u[i] = new[i]
-    return u
-
-
 RNG = np.random.default_rng(7)
 
 
@@ -141,9 +103,10 @@ RNG = np.random.default_rng(7)
     (recurrence, (RNG.random(500),)),
     (crc32, (RNG.integers(0, 255, 300),)),
     (forward_substitution, (np.tril(RNG.random((40, 40))) + np.eye(40), RNG.random(40))),
-    (count_in_circle, (RNG.random(1000) * 2 - 1, RNG.random(1000) * 2 - 1)),
-    (newton_sqrt, (RNG.random(100) + 0.5,)),
-    (stencil, (RNG.random(50), 20)),
+    (points_in_circle, (RNG.random(1000) * 2 - 1, RNG.random(1000) * 2 - 1)),
+    (newton_sqrt, (RNG.random(100) * 1e6 + 1e-3,)),
+    (newton_on_elements, (RNG.random(100) + 0.5,)),
+    (stencil_1d, (RNG.random(50), 20)),
 ], ids=lambda x: getattr(x, "__name__", ""))
 def test_loop_programs_run_as_kernels_with_plain_results(fn, args):
     check(fn, *args)
@@ -364,10 +327,19 @@ def test_read_only_array_raises_as_numpy():
     check(out_of_range, a, 2)
 
 
-def test_big_python_int_argument_runs_in_python():
-    check(big_power, 3)
-    compiled = dynamo.compile(big_power, backend="c")
-    assert compiled(2 ** 70 // 2 ** 70 * 70) == 3 ** 70
+def count_up(x, n):
+    for i in range(n):
+        x = x + 1
+    return x
+
+
+def test_a_python_int_argument_beyond_int64_runs_the_loop_in_python():
+    compiled = dynamo.compile(count_up, backend="c")
+    assert compiled(5, 3) == 8
+    assert loop_kernels.kernels_for(count_up.__code__)  # (built for ints)
+    for big in (2 ** 70, -2 ** 63 - 1, 2 ** 63 - 2):   # (the last overflows inside the kernel)
+        result = compiled(big, 3)
+        assert type(result) is int and result == big + 3
 
 
 def test_other_backends_do_not_use_kernels():
@@ -441,11 +413,7 @@ def test_ctrl_c_interrupts_a_running_kernel():
 # Slices and dot products: NumPy's own BLAS, bit for bit --------------------------------------
 
 def _suite_kernel(name):
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-    from loop_kernels import KERNELS  # noqa: E402
-    return next(k for k in KERNELS if k[0] == name)
+    return next(k for k in bench_loops.LOOP_KERNELS if k[0] == name)
 
 
 @pytest.mark.parametrize("name", ["cholesky", "lu", "trisolv"])
@@ -613,20 +581,8 @@ def test_a_global_array_in_the_loop_is_no_internal_error():
     assert any("not a C loop kernel" in loop and "GLOBAL_ARRAY" in loop for loop in out.loops)
 
 
-def newton_frexp(a):
-    out = np.empty_like(a)
-    for i in range(a.shape[0]):
-        v = float(a[i])
-        g = math.ldexp(1.0, math.frexp(v)[1] // 2)
-        while abs(g * g - v) > 1e-12 * v:
-            g = 0.5 * (g + v / g)
-        out[i] = g
-    return out
-
-
 def test_frexp_and_ldexp():
-    check(newton_frexp, RNG.random(50) * 1e6 + 1e-3)
-    check(newton_frexp, np.array([4.0, np.inf, 9.0]))   # (frexp(inf): back to Python)
+    check(newton_sqrt, np.array([4.0, np.inf, 9.0]))   # (frexp(inf): back to Python)
 
 
 # Random array statements and dot products (a small generator of its own: the loop fuzzer,
@@ -715,3 +671,23 @@ def test_a_call_made_during_a_call_gets_buffers_of_its_own():
     finally:
         kernel.fn = fn
     assert nested[1] == tag_changes(other)
+
+
+def shift_through_views(a, b, n):
+    for i in range(n):
+        a[i + 1] = b[i] + 1.0    # b may be a itself, or a view of it
+    return a
+
+
+@pytest.mark.parametrize("form", ["same", "shifted", "reversed", "strided"])
+def test_aliased_arguments_see_each_others_writes(form):
+    def args():
+        a = np.arange(8.0)
+        b = {"same": a, "shifted": a[1:], "reversed": a[::-1], "strided": a[::2]}[form]
+        return a, b
+    a, b = args()
+    expected = shift_through_views(a, b, 3).copy()
+    a, b = args()
+    got = dynamo.compile(shift_through_views, backend="c")(a, b, 3)
+    assert np.array_equal(got, expected)
+    assert loop_kernels.kernels_for(shift_through_views.__code__)

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ...instructions import UNBOUND
-from ...loop_nest.ir import ArrTy, LoopNest
+from ...loop_nest.ir import SCALAR_TYPES, ArrTy, LoopNest
 from ...loop_nest.scalars import Refuse
 from .build import BuildOptions, build_library
 from .c_loop_runtime import PRELUDE
@@ -203,10 +203,8 @@ def _errstate_var_of_numpy():
 
 _errstate_var, _errstate_start = _errstate_var_of_numpy()
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-_BOX = {("int", 0): int, ("int", 1): np.int64, ("float", 0): float, ("float", 1): np.float64,
-        ("bool", 0): bool, ("bool", 1): np.bool_}
-_TYPES = {int: ("int", 0), np.int64: ("int", 1), float: ("float", 0), np.float64: ("float", 1),
-          bool: ("bool", 0), np.bool_: ("bool", 1)}
+#: (family, tag is NumPy's) -> the type a result is boxed in
+_BOX = {(ty.fam, ty.tag == "np"): pytype for pytype, ty in SCALAR_TYPES.items()}
 
 
 class LoopKernel:
@@ -278,7 +276,6 @@ class LoopKernel:
                 return not_run
             rng[0], rng[1], rng[2] = iterable.start, iterable.stop, iterable.step
         arrays: list = []
-        keep: list = []
         for name, value in zip(nest.inputs, values):
             k = self.slots[name]
             ty = nest.locals[name]
@@ -294,17 +291,17 @@ class LoopKernel:
                     v[k].i = len(arrays)
                     arrays.append(value)
                 continue
-            found = _TYPES.get(type(value))
-            if found is None or found[0] != ty.fam or (
-                    name not in nest.tagged and found[1] != (ty.tag == "np")):
+            found = SCALAR_TYPES.get(type(value))
+            if found is None or found.fam != ty.fam or (
+                    name not in nest.tagged and found.tag != ty.tag):
                 return not_run
-            if found[0] == "float":
+            if found.fam == "float":
                 v[k].f = value
             else:
                 if not _INT64[0] <= value <= _INT64[1]:
                     return not_run
                 v[k].i = int(value)
-            tag[k] = found[1]
+            tag[k] = found.tag == "np"
         for j, a in enumerate(arrays):
             d = arrs[j]
             # (not a.ctypes.data: Python-level code, slow where the caller is captured)
@@ -314,7 +311,6 @@ class LoopKernel:
                 d.strides[axis] = a.strides[axis]
             d.id = j
             d.writeable = 1 if a.flags.writeable else 0
-            keep.append(a)
         k = self.fn(arrs, v, tag, bound, rng, 1 if threading.get_ident() == _MAIN else 0, v + n)
         result = []
         for j, name in enumerate(self.names):
@@ -324,10 +320,7 @@ class LoopKernel:
             elif isinstance(ty, ArrTy):
                 result.append(arrays[v[j].i])
             else:
-                val = v[j]
-                box = _BOX[ty.fam, 1 if tag[j] else 0]
-                result.append(box(val.f) if ty.fam == "float" else box(bool(val.i))
-                              if ty.fam == "bool" else box(val.i))
+                result.append(_box(ty.fam, tag[j], v[j]))
         if k == -1:
             return not_run
         if k == 0:
@@ -367,7 +360,7 @@ def _find_ddot() -> int | None:
 
 
 def _box(fam: str, tag: int, val) -> Any:
-    box = _BOX[fam, 1 if tag else 0]
+    box = _BOX[fam, bool(tag)]
     if fam == "float":
         return box(val.f)
     if fam == "bool":

@@ -91,8 +91,15 @@ static inline double npd_divmod_f64(double vx, double wx, double *modp) {
     *modp = mod;
     return floordiv;
 }
-static inline double npd_floordiv_f64(double a, double b) { double m; return npd_divmod_f64(a, b, &m); }
-static inline double npd_mod_f64(double a, double b) { double m; npd_divmod_f64(a, b, &m); return m; }
+static inline double npd_floordiv_f64(double a, double b) {
+    double m;
+    return npd_divmod_f64(a, b, &m);
+}
+static inline double npd_mod_f64(double a, double b) {
+    double m;
+    npd_divmod_f64(a, b, &m);
+    return m;
+}
 
 /* Ctrl-C: a handler in front of Python's while a kernel runs in the main thread */
 static volatile sig_atomic_t npd_interrupted;

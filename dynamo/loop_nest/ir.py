@@ -81,6 +81,10 @@ SCALAR_TYPES: dict[type, Ty] = {
 #:           puts back what the iterations since wrote and returns that state)
 #:   poll    Ctrl-C check at a loop head
 #:   exit    leave the kernel by way out number k
+#:   fast    at an innermost loop's head: when the step is 1 and every test in `tests` holds
+#:           for the next chunk of iterations ``[n, end)``, log the old values of the elements
+#:           `logs` names and run the chunk in the loop's fast copy (`loop_nest.fast`)
+#:   put     array[index] = value, not logged (a fast copy's proven store)
 KINDS = {
     "assign": ("dst", "expr"),
     "check": ("cond", "why"),
@@ -91,6 +95,9 @@ KINDS = {
     "header": (),
     "poll": (),
     "exit": ("k",),
+    "fast": ("label", "n", "stop", "step", "chunk_n", "chunk_end", "tests", "logs", "outermost",
+             "chunk"),
+    "put": ("array", "offset", "value"),
 }
 
 
@@ -112,6 +119,10 @@ class Stmt:
             "header": lambda: "    header (save the iteration's state)",
             "poll": lambda: "    poll Ctrl-C",
             "exit": lambda: f"    exit {a[0]}",
+            "fast": lambda: (f"    fast: if step == 1, chunk [{a[1]}, min({a[1]} + {a[9]}, "
+                             f"{a[2]})) and " + " and ".join(a[6] or ("True",))
+                             + f": log {len(a[7])} store(s), goto {a[0]}"),
+            "put": lambda: f"    {a[0]}[{a[1]}] = {a[2]}    # proven: logged before the chunk",
         }[self.kind]()
 
 

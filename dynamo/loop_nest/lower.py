@@ -32,7 +32,9 @@ from typing import Any
 from .. import compat
 from ..bytecode_analysis import code_info
 from .ir import CTYPE, ArrTy, Exit, LoopNest, Stmt, Ty
+from . import fast
 from .opcodes import Opcodes
+from . import scalars
 from .scalars import Refuse, SVal
 from .values import AVal, IterV, RangeV, State, merge_local, merge_value
 
@@ -204,6 +206,17 @@ class _Lowering(Opcodes):
         self.tagged: frozenset[str] = frozenset()
         self.flagged: frozenset[str] = frozenset()
         self.line: int | None = None
+        # (fast copies of innermost loops: `fast`; `fast` is the loop whose copy is being
+        # emitted, `lin`/`arr_local`/`counter` what the copy knows of its C variables)
+        self.fast: fast.FastLoop | None = None
+        self.fast_loops: dict[int, fast.FastLoop] = {}
+        self.lin: dict = {}
+        self.arr_local: dict = {}
+        self.counter: dict = {}
+        self.proven = None
+        self.block_exits: dict[int, list[int]] = {}
+        self.exit_seq: list[int] = []
+        self.block: int | None = None
 
     # the emitter used by `scalars` -------------------------------------------------------------
     def temp(self, ctype: str) -> str:
@@ -252,8 +265,10 @@ class _Lowering(Opcodes):
         # pass 2: emit
         self.emitting = True
         self.stmts, self.temps, self.exits = [], {}, []
+        self.fast_loops = fast.candidates(self)
         for start in sorted(self.entries):
             self.interpret(start, self.entries[start].copy())
+        fast.emit_copies(self)
         kinds = {}
         for name, (ty, _) in self.merged_locals.items():
             if ty is not None:
@@ -301,13 +316,14 @@ class _Lowering(Opcodes):
         edges: list = []
         i = start
         if self.emitting:
-            self.emit("label", f"L{start}")
+            self.block = start
+            self.emit("label", fast.label(self, start))
             self.line = self.instrs[start].lineno
             if start != self.entry:
                 state = self.enter(start, state)
-            if start == self.header:
+            if start == self.header and self.fast is None:
                 self.emit("header")
-            if start in self.headers:
+            if start in self.headers and self.fast is None:
                 self.emit("poll")
         self.clean, self.dirty = None, False
         while True:
@@ -397,7 +413,7 @@ class _Lowering(Opcodes):
                     for dst, src in zip((s.n, s.stop, s.step), (v.n, v.stop, v.step)):
                         self.declare(dst, "long long")
                         self.assign(dst, src)
-            self.emit("goto", f"L{target}")
+            self.emit("goto", fast.label(self, target))
         return target, state
 
     def exit(self, ex: Exit, state: State) -> None:
@@ -406,9 +422,31 @@ class _Lowering(Opcodes):
         for name, (ty, bound) in state.locals.items():
             if ty is None and bound != "no":
                 raise Refuse(f"local {name!r} unknown at an exit")
+        if self.fast is not None:  # (a fast copy leaves by the checked block's way out)
+            if not self.exit_seq:
+                raise Refuse("internal: a fast copy has a way out its loop has not")
+            k = self.exit_seq.pop(0)
+            fast.same_exit(self, self.exits[k - 1][0], ex)
+            self.emit("exit", k)
+            return
         self.exits.append((ex, state))
         if self.emitting:
             self.emit("exit", len(self.exits))
+            self.block_exits.setdefault(self.block, []).append(len(self.exits))
+
+    def scalar_binary(self, op: str, a: SVal, b: SVal) -> SVal:
+        """``a op b`` of two numbers (in a fast copy without the checks it proves)."""
+        if self.fast is not None:
+            r = fast.binary(self, op, a, b)
+            if r is not None:
+                return r
+        return scalars.binary(self, op, a, b)
+
+    def store_element(self, arr, off: str, value: tuple) -> None:
+        if self.fast is not None:
+            fast.store(self, arr, off, value)
+        else:
+            self.emit("store", arr.c, off, value)
 
 def lower(code: types.CodeType, entry: int, local_types: dict[str, Ty | ArrTy],
           statics: dict[str, Any], name: str = "loop") -> LoopNest:

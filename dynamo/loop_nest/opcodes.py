@@ -15,7 +15,7 @@ from .. import compat
 from . import scalars as S
 from .ir import CTYPE, DTYPES, ArrTy, Exit, Ty
 from .scalars import Refuse, SVal
-from . import elementwise
+from . import elementwise, fast
 from .calls import call
 from .slices import dot, slice_view
 from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State, Static,
@@ -125,7 +125,7 @@ class Opcodes:
                 else:
                     st.append(elementwise.combine(self, op, self.whole(a), self.whole(b)))
                 return None
-            st.append(S.binary(self, _BINARY_NAMES[opname], self.scalar(a), self.scalar(b)))
+            st.append(self.scalar_binary(_BINARY_NAMES[opname], self.scalar(a), self.scalar(b)))
             return None
         if name == "BUILD_SLICE":
             if inst.arg != 2:
@@ -261,9 +261,13 @@ class Opcodes:
         if isinstance(ty, ArrTy):
             t = self.temp("npd_arr")
             self.assign(t, f"L_{name}")
+            if self.fast is not None:
+                fast.note_load(self, name, t, ty)
             return AVal(ty, t)
         t = self.temp(CTYPE[ty.fam])
         self.assign(t, f"L_{name}")
+        if self.fast is not None:
+            fast.note_load(self, name, t, ty)
         if name in self.tagged:
             tt = self.temp("int")
             self.assign(tt, f"T_{name}")
@@ -327,6 +331,10 @@ class Opcodes:
         if len(items) != arr.ty.ndim:
             raise Refuse(f"an index of {len(items)} integers into a {arr.ty.ndim}-d array (only "
                          "single elements are lowered)")
+        if self.fast is not None:
+            proven = fast.offset(self, arr, items)
+            if proven is not None:
+                return proven
         parts = []
         for k, item in enumerate(items):
             v = self.scalar(item)
@@ -393,7 +401,7 @@ class Opcodes:
             raise Refuse("writing into a bool array is not lowered")
         if fam == "float":
             x = v.c if v.ty.fam == "float" else f"(double){v.c}"
-            self.emit("store", container.c, off, ("double", x))
+            self.store_element(container, off, ("double", x))
             return
         if v.ty.fam == "float":
             self.check(f"!({v.c} > -9.2e18 && {v.c} < 9.2e18)",
@@ -401,13 +409,17 @@ class Opcodes:
             x = f"(long long){v.c}"
         else:
             x = v.c
-        self.emit("store", container.c, off, ("long long", x))
+        self.store_element(container, off, ("long long", x))
 
     # control flow
     def for_iter(self, i: int, st: list, state: State):
+        if self.fast is not None and i == self.fast.header:
+            return fast.for_iter(self, i, st, state)
         it = st.pop()
         if not isinstance(it, IterV):
             raise Refuse("FOR_ITER over something other than a range iterator")
+        if self.emitting and i in self.fast_loops:
+            fast.mark(self, i, it)
         exhausted = self.info.target(i) + compat.loop_exit_skip()
         cond = f"({it.step} > 0 ? {it.n} >= {it.stop} : {it.n} <= {it.stop})"
         done_state = State(list(st), dict(state.locals))

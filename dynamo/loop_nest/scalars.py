@@ -18,8 +18,8 @@ wherever they would not give a plain number:
   of the outermost loop, before it leaves, and every 256 iterations of an inner loop (the
   kernel saves the program's flags when it starts and puts them back when it returns). The
   result of every float operation goes through ``npd_keep`` (an empty ``asm``), so the compiler
-  neither drops an unused one nor computes a constant one at build time: each sets its flags
-  at run time, where Python computes it. The checks do not depend on the tag: a Python float
+  never drops an unused one: each sets its flags at run time, where Python computes it (the C
+  writer lifts it where a branch, a check or a store reads the result: `c_loop_nest`). The checks do not depend on the tag: a Python float
   that overflows (no error in Python) is rerun in Python too, which only costs time.
 * Mixed int and float: an int beyond 2**53 (where Python's exact comparison and true division
   differ from a conversion to double).

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import threading
 from typing import Any
 
@@ -61,6 +62,9 @@ def c_source(nest: LoopNest, fname: str) -> str:
     """The C function for `nest` (after `PRELUDE`)."""
     names = list(nest.locals)
     out = [f"/* {line} */" for line in ("loop kernel " + nest.name,)]
+    # (how many chunks ran in fast copies, over all calls: `LoopKernel.fast_chunks`)
+    out.append("static long long npd_chunks;")
+    out.append("long long npd_fast_chunks(void) { return npd_chunks; }")
     out.append(f"int {fname}(npd_arr *arrs, npd_val *v, unsigned char *tag, unsigned char *bound,"
                " long long *rng, int main_thread, npd_val *ret) {")
     decl = []
@@ -75,7 +79,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("unsigned polls = 0, saves = 0;")
     decl.append("int caught = 0;")
     decl.append("fexcept_t flags;")
-    decl.append("npd_log undo = {0, 0, 0};")
+    decl.append("npd_log undo = {0};")
     decl.append("npd_scratch scratch = {0, 0};")
     decl.append("int result = 0;")
     out += ["    " + d for d in decl]
@@ -92,8 +96,9 @@ def c_source(nest: LoopNest, fname: str) -> str:
             out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
     out.append("    " + _save(names))
     out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
+    free = _kept_anyway(nest)
     for s in nest.stmts:
-        out.append(_stmt(s, nest))
+        out.append(_stmt(s, nest, free))
     # ways out
     out.append("npd_deopt:")
     out.append("    npd_undo_all(&undo);")
@@ -112,7 +117,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     out.append("npd_done:")
     out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
     out.append("    if (caught) npd_release_sigint();")
-    out.append("    free(undo.items);")
+    out.append("    npd_log_free(&undo);")
     out.append("    free(scratch.data);")
     out.append("    return result;")
     out.append("}")
@@ -138,10 +143,42 @@ def _write(nest: LoopNest, prefix: str) -> list[str]:
     return lines
 
 
-def _stmt(s, nest: LoopNest) -> str:
+_TEMP = re.compile(r"\bt\d+\b")
+_KEEP = "npd_keep("
+
+
+def _kept_anyway(nest: LoopNest) -> set[str]:
+    """The float temporaries whose ``npd_keep`` can go: a branch, a check or a store reads
+    them, directly or through other temporaries, so the compiler can neither drop them nor
+    (an operation whose IEEE flags are set is never folded when compiling) compute them
+    early; without the empty ``asm`` it may keep them in vector registers. A result only a
+    local or a stack slot takes keeps it (the next iteration may overwrite it unread)."""
+    feeds: dict[str, set[str]] = {}
+    used: set[str] = set()
+    for s in nest.stmts:
+        if s.kind == "assign" and _TEMP.fullmatch(s.args[0]):
+            for t in _TEMP.findall(s.args[1]):
+                feeds.setdefault(t, set()).add(s.args[0])
+        elif s.kind in ("check", "branch"):
+            used.update(_TEMP.findall(s.args[0]))
+        elif s.kind in ("store", "put"):
+            used.update(_TEMP.findall(s.args[1] + " " + s.args[2][1]))
+    changed = True
+    while changed:
+        changed = False
+        for t, readers in feeds.items():
+            if t not in used and readers & used:
+                used.add(t)
+                changed = True
+    return used
+
+
+def _stmt(s, nest: LoopNest, free: frozenset | set = frozenset()) -> str:
     a = s.args
     where = f"  /* line {s.line} */" if s.line is not None else ""
     if s.kind == "assign":
+        if a[0] in free and a[1].startswith(_KEEP) and _balanced(a[1][len(_KEEP):-1]):
+            return f"    {a[0]} = ({a[1][len(_KEEP):-1]});"
         return f"    {a[0]} = {a[1]};"
     if s.kind == "check":
         return f"    if (__builtin_expect(!!({a[0]}), 0)) goto npd_deopt;  /* {a[1]} */"
@@ -155,30 +192,78 @@ def _stmt(s, nest: LoopNest) -> str:
     if s.kind == "branch":
         return f"    if ({a[0]}) goto {a[1]}; else goto {a[2]};"
     if s.kind == "header":
-        # (a save point every 256 iterations of the outermost loop: a deoptimisation puts back
-        # up to 256 iterations, and Python runs them again; the IEEE flags are tested there)
-        return ("    if (!started || (++saves & 255u) == 0) {\n"
+        # (a save point every 256 iterations of the outermost loop, or sooner once the undo
+        # log holds 4096 stores (it stays in the cache): a deoptimisation puts back up to 256
+        # iterations, and Python runs them again; the IEEE flags are tested there)
+        return ("    if (!started || ++saves >= 256u || NPD_LOG_SIZE(undo) > 4096) {\n"
                 "        if (NPD_FP_BAD()) goto npd_deopt;\n"
-                "        started = 1; undo.n = 0; " + _save(nest.locals) + (
+                "        started = 1; saves = 0; NPD_LOG_CLEAR(undo); " + _save(nest.locals) + (
                     " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates
                     else "") + "\n    }")
     if s.kind == "poll":
         # (every 256th time: Ctrl-C, and the IEEE flags; the SIGINT handler goes in front of
         # Python's the first time, so a short kernel makes no system call)
-        return ("    if ((++polls & 255u) == 0) {\n"
+        return ("    if (++polls >= 256u) {\n"
+                "        polls = 0;\n"
                 "        if (main_thread && !caught) { npd_catch_sigint(); caught = 1; }\n"
                 "        if (npd_interrupted || NPD_FP_BAD()) goto npd_deopt;\n"
                 "    }")
     if s.kind == "exit":
         return f"    goto npd_exit_{a[0]};"
+    if s.kind == "put":
+        ctype, value = a[2]
+        return f"    *({ctype} *)({a[0]}.data + {a[1]}) = {value};{where}"
+    if s.kind == "fast":
+        return _fast(*a)
     raise AssertionError(s.kind)
+
+
+def _balanced(expr: str) -> bool:
+    depth = 0
+    for ch in expr:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk) -> str:
+    """The ``fast`` statement (`loop_nest.fast`): the next chunk in the fast copy, when the
+    tests hold; its stores' old values logged first."""
+    def addr(lg) -> str:
+        name, dims = lg[0], lg[1:]
+        return f"L_{name}.data + " + (" + ".join(
+            f"{x} * L_{name}.strides[{k}]" for k, (x, _) in enumerate(dims)) or "0")
+
+    def stride(lg) -> str:
+        name, dims = lg[0], lg[1:]
+        return " + ".join(f"L_{name}.strides[{k}]" for k, (_, along) in enumerate(dims)
+                          if along) or "0"
+
+    lines = [f"    if ({step} == 1 && {n} < {stop}) {{",
+             f"        {cn} = {n};",
+             f"        {ce} = ((unsigned long long){stop} - (unsigned long long){n} > {chunk}ULL)"
+             f" ? {n} + {chunk} : {stop};",
+             "        if (" + " && ".join(tests or ("1",)) + ") {"]
+    for lg in logs:  # (the old values of what the chunk may write: one block per store)
+        count = f"{ce} - {cn}" if any(along for _, along in lg[1:]) else "1"
+        lines.append(f"            if (npd_log_block(&undo, {addr(lg)}, {stride(lg)}, {count}))"
+                     " goto npd_deopt;")
+    # (the chunk counts as its iterations towards the next poll and save point)
+    lines.append(f"            polls += (unsigned)({ce} - {cn});"
+                 + (f" saves += (unsigned)({ce} - {cn});" if outermost else ""))
+    lines.append("            npd_chunks++;")
+    lines.append(f"            goto {label};")
+    lines.append("        }")
+    lines.append("    }")
+    return "\n".join(lines)
 
 
 #: no contraction into fused multiply-adds, no type-based alias analysis (views of one buffer
 #: with other dtypes), and no compile-time evaluation of the C library's functions (the
 #: compiler's correctly rounded constants may differ from what the library computes at run
 #: time, which is what CPython and NumPy get)
-_CFLAGS = ("-O2", "-ffp-contract=off", "-fno-strict-aliasing") + tuple(
+_CFLAGS = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-ffp-contract=off", "-fno-strict-aliasing") + tuple(
     f"-fno-builtin-{name}" for name in ("exp", "log", "sin", "cos", "tan", "atan", "tanh", "sinh",
                                         "cosh", "asin", "acos", "log10", "log2", "expm1",
                                         "log1p", "pow", "fmod"))
@@ -216,7 +301,8 @@ class LoopKernel:
         fname = "npd_loop"
         self.source = PRELUDE + c_source(nest, fname)
         cdef = CDEF + (f"int {fname}(npd_arr *, npd_val *, unsigned char *, unsigned char *, "
-                       "long long *, int, npd_val *);\nvoid npd_set_ddot(void *);")
+                       "long long *, int, npd_val *);\nvoid npd_set_ddot(void *);\n"
+                       "long long npd_fast_chunks(void);")
         ddot = numpy_ddot() if "npd_ddot(" in self.source else 0
         if ddot is None:
             raise Refuse("a dot product, and NumPy's BLAS (scipy-openblas) was not found")
@@ -230,6 +316,11 @@ class LoopKernel:
         self.input_slots = tuple(self.slots[n] for n in nest.inputs)
         self.array_inputs = sum(isinstance(nest.locals[n], ArrTy) for n in nest.inputs)
         self._buffers = threading.local()
+
+    def fast_chunks(self) -> int:
+        """How many chunks of iterations ran in fast copies (`loop_nest.fast`), over all calls
+        (counted without a lock: exact when one thread runs the kernel)."""
+        return int(self.library.lib.npd_fast_chunks())
 
     def __call__(self, iterable: Any, *values: Any) -> tuple:
         nest = self.nest

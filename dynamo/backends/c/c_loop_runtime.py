@@ -25,7 +25,11 @@ typedef struct { char *data; long long shape[4]; long long strides[4]; int id; i
     npd_arr;
 typedef union { long long i; double f; } npd_val;
 typedef struct { char *addr; long long old; } npd_undo;
-typedef struct { npd_undo *items; long long n, cap; } npd_log;
+/* a block of n elements at addr, stride apart, whose old values are arena[at:at+n], logged
+   when the log held pos single entries (a fast copy's stores: loop_nest.fast) */
+typedef struct { char *addr; long long stride, n, at, pos; } npd_block;
+typedef struct { npd_undo *items; long long n, cap; npd_block *blocks; long long nb, capb;
+                 long long *arena; long long na, capa; } npd_log;
 
 static int npd_log_grow(npd_log *log) {
     long long cap = log->cap ? 2 * log->cap : 256;
@@ -36,12 +40,61 @@ static int npd_log_grow(npd_log *log) {
     return 0;
 }
 
-static void npd_undo_all(npd_log *log) {
-    for (long long n = log->n - 1; n >= 0; n--)
-        memcpy(log->items[n].addr, &log->items[n].old, 8);
-    log->n = 0;
+static int npd_log_block(npd_log *log, char *addr, long long stride, long long n) {
+    if (log->nb == log->capb) {
+        long long cap = log->capb ? 2 * log->capb : 16;
+        npd_block *blocks = (npd_block *)realloc(log->blocks, (size_t)cap * sizeof(npd_block));
+        if (!blocks) return 1;
+        log->blocks = blocks;
+        log->capb = cap;
+    }
+    if (log->capa - log->na < n) {
+        long long cap = 2 * log->capa > log->na + n ? 2 * log->capa : log->na + n + 1024;
+        long long *arena = (long long *)realloc(log->arena, (size_t)cap * 8);
+        if (!arena) return 1;
+        log->arena = arena;
+        log->capa = cap;
+    }
+    npd_block *b = &log->blocks[log->nb++];
+    b->addr = addr; b->stride = stride; b->n = n; b->at = log->na; b->pos = log->n;
+    if (stride == 8)
+        memcpy(log->arena + log->na, addr, (size_t)n * 8);
+    else
+        for (long long k = 0; k < n; k++) memcpy(log->arena + log->na + k, addr + k * stride, 8);
+    log->na += n;
+    return 0;
+}
+#define NPD_LOG_CLEAR(log) ((log).n = (log).nb = (log).na = 0)
+#define NPD_LOG_SIZE(log) ((log).n + (log).na)
+
+static void npd_log_free(npd_log *log) {
+    free(log->items);
+    free(log->blocks);
+    free(log->arena);
 }
 
+/* a fast copy's test (loop_nest.fast): a + c .. b + c within [lo, hi], without overflow */
+static inline int npd_span(long long a, long long b, long long c, long long lo, long long hi) {
+    long long x, y;
+    if (__builtin_add_overflow(a, c, &x) || __builtin_add_overflow(b, c, &y)) return 0;
+    return x >= lo && y <= hi;
+}
+
+/* put back everything logged, newest first (single entries and blocks interleaved) */
+static void npd_undo_all(npd_log *log) {
+    long long e = log->n;
+    for (long long b = log->nb - 1; b >= -1; b--) {
+        long long stop = b >= 0 ? log->blocks[b].pos : 0;
+        for (; e > stop; e--)
+            memcpy(log->items[e - 1].addr, &log->items[e - 1].old, 8);
+        if (b >= 0) {
+            npd_block *k = &log->blocks[b];
+            for (long long j = k->n - 1; j >= 0; j--)
+                memcpy(k->addr + j * k->stride, log->arena + k->at + j, 8);
+        }
+    }
+    NPD_LOG_CLEAR(*log);
+}
 /* the C library's pow, called (never folded or turned into x*x by the compiler: the bits are
    those of the pow CPython and NumPy call) */
 static double (* volatile npd_pow)(double, double) = pow;

@@ -198,3 +198,15 @@ def test_the_fast_copy_is_printed_with_the_nest():
     text, source = _nest_text(scale)
     assert "fast: if step == 1" in text and "proven: logged before the chunk" in text
     assert "npd_log_block(" in source
+
+
+def test_empty_fortran_and_read_only_arrays_reach_the_kernel_as_they_are():
+    # (the wrapper passes a contiguous array's address by the buffer protocol, any other by
+    # its array interface)
+    check(scale, np.empty(0), 2.0)
+    A = np.asfortranarray(RNG.random((4, 5)))
+    check(bump_rows_then_fail, A, 7)
+    ro = RNG.random(30)
+    ro.flags.writeable = False
+    check(scale, ro, 2.0)
+    check(bump_then_fail, ro, 7)  # (ValueError: assignment destination is read-only)

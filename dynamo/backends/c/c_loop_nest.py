@@ -259,11 +259,12 @@ def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk) -> str:
     return "\n".join(lines)
 
 
-#: no contraction into fused multiply-adds, no type-based alias analysis (views of one buffer
+#: vectorised loops (the fast copies, `loop_nest.fast`; no jump threading, which makes their
+#: loops unrecognisable to the vectoriser), no contraction into fused multiply-adds, no type-based alias analysis (views of one buffer
 #: with other dtypes), and no compile-time evaluation of the C library's functions (the
 #: compiler's correctly rounded constants may differ from what the library computes at run
 #: time, which is what CPython and NumPy get)
-_CFLAGS = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-ffp-contract=off", "-fno-strict-aliasing") + tuple(
+_CFLAGS = ("-O2", "-ftree-vectorize", "-fvect-cost-model=dynamic", "-fno-thread-jumps", "-ffp-contract=off", "-fno-strict-aliasing") + tuple(
     f"-fno-builtin-{name}" for name in ("exp", "log", "sin", "cos", "tan", "atan", "tanh", "sinh",
                                         "cosh", "asin", "acos", "log10", "log2", "expm1",
                                         "log1p", "pow", "fmod"))
@@ -315,6 +316,7 @@ class LoopKernel:
         self.slots = {name: k for k, name in enumerate(self.names)}
         self.input_slots = tuple(self.slots[n] for n in nest.inputs)
         self.array_inputs = sum(isinstance(nest.locals[n], ArrTy) for n in nest.inputs)
+        self._plans()
         self._buffers = threading.local()
 
     def fast_chunks(self) -> int:
@@ -323,19 +325,11 @@ class LoopKernel:
         return int(self.library.lib.npd_fast_chunks())
 
     def __call__(self, iterable: Any, *values: Any) -> tuple:
-        nest = self.nest
-        n = len(self.names)
-        out = [UNBOUND] * n
-        for k, value in zip(self.input_slots, values):
-            out[k] = value
-        # (what plain Python does when the kernel cannot start: the whole loop)
-        not_run = (0, tuple(out), iterable) if nest.site.takes_range or not nest.iterates \
-            else (-1, tuple(out), None)
         if _errstate_var is not None and _errstate_var() is not _errstate_start:
             if np.geterr() != _DEFAULT_ERR:
-                return not_run
+                return self._not_run(iterable, values)
         elif _errstate_var is None and np.geterr() != _DEFAULT_ERR:
-            return not_run
+            return self._not_run(iterable, values)
         # (this thread's buffers, taken while in use: a call made meanwhile from a signal
         # handler or a finalizer, between the wrapper's bytecodes, gets buffers of its own)
         local = self._buffers
@@ -344,9 +338,19 @@ class LoopKernel:
             buffers = self._new_buffers()
         local.b = None
         try:
-            return self._run(buffers, iterable, values, not_run)
+            done = self._run(buffers, iterable, values)
         finally:
             local.b = buffers
+        return self._not_run(iterable, values) if done is None else done
+
+    def _not_run(self, iterable: Any, values: tuple) -> tuple:
+        """What plain Python does when the kernel cannot start: the whole loop."""
+        out = [UNBOUND] * len(self.names)
+        for k, value in zip(self.input_slots, values):
+            out[k] = value
+        if self._takes_range or not self._iterates:
+            return 0, tuple(out), iterable
+        return -1, tuple(out), None
 
     def _new_buffers(self) -> tuple:
         ffi, n = self.ffi, len(self.names)
@@ -354,26 +358,40 @@ class LoopKernel:
                 ffi.new("unsigned char[]", n + 2), ffi.new("long long[3]"),
                 ffi.new("npd_arr[]", max(self.array_inputs, 1)))
 
-    def _run(self, buffers: tuple, iterable: Any, values: tuple, not_run: tuple) -> tuple:
+    def _plans(self) -> None:
+        """Per input (slot, array type or None, family, whether its tag is free, whose tag it
+        must have) and per local how its result comes back: work done once, not per call."""
         nest = self.nest
+        self._in_plan = tuple(
+            (self.slots[name], ty if isinstance(ty, ArrTy) else None,
+             None if isinstance(ty, ArrTy) else ty.fam, name in nest.tagged,
+             None if isinstance(ty, ArrTy) else ty.tag)
+            for name in nest.inputs for ty in (nest.locals[name],))
+        self._out_plan = tuple(
+            (j, None if isinstance(ty, ArrTy) else ty.fam)
+            for j, ty in enumerate(nest.locals[name] for name in self.names))
+        self._takes_range = nest.site.takes_range
+        self._iterates = nest.iterates
+
+    def _run(self, buffers: tuple, iterable: Any, values: tuple) -> tuple | None:
+        """One call, or None when it cannot start (see `_not_run`)."""
         n = len(self.names)
         ffi = self.ffi
         v, tag, bound, rng, arrs = buffers
-        if nest.site.takes_range:
+        if self._takes_range:
             if type(iterable) is not range or not (
                     _INT64[0] <= iterable.start <= _INT64[1]
                     and _INT64[0] <= iterable.stop <= _INT64[1]
                     and _INT64[0] <= iterable.step <= _INT64[1]):
-                return not_run
+                return None
             rng[0], rng[1], rng[2] = iterable.start, iterable.stop, iterable.step
         arrays: list = []
-        for name, value in zip(nest.inputs, values):
-            k = self.slots[name]
-            ty = nest.locals[name]
-            if isinstance(ty, ArrTy):
-                if (type(value) is not np.ndarray or value.dtype != ty.dtype
-                        or value.ndim != ty.ndim):
-                    return not_run
+        for (k, aty, fam, free_tag, want_tag), value in zip(self._in_plan, values):
+            if aty is not None:
+                if type(value) is not np.ndarray or (
+                        value.dtype is not aty.dtype and value.dtype != aty.dtype) or (
+                        value.ndim != aty.ndim):
+                    return None
                 for j, a in enumerate(arrays):
                     if a is value:
                         v[k].i = j
@@ -383,40 +401,40 @@ class LoopKernel:
                     arrays.append(value)
                 continue
             found = SCALAR_TYPES.get(type(value))
-            if found is None or found.fam != ty.fam or (
-                    name not in nest.tagged and found.tag != ty.tag):
-                return not_run
-            if found.fam == "float":
+            if found is None or found.fam != fam or (not free_tag and found.tag != want_tag):
+                return None
+            if fam == "float":
                 v[k].f = value
             else:
                 if not _INT64[0] <= value <= _INT64[1]:
-                    return not_run
+                    return None
                 v[k].i = int(value)
             tag[k] = found.tag == "np"
         for j, a in enumerate(arrays):
             d = arrs[j]
-            # (not a.ctypes.data: Python-level code, slow where the caller is captured)
-            d.data = ffi.cast("char *", a.__array_interface__["data"][0])
-            for axis in range(a.ndim):
-                d.shape[axis] = a.shape[axis]
-                d.strides[axis] = a.strides[axis]
+            flags = a.flags
+            # (a contiguous array's address through the buffer protocol: no dict made; not
+            # a.ctypes.data, Python-level code that is slow where the caller is captured)
+            d.data = ffi.from_buffer(a) if flags.c_contiguous and a.size else ffi.cast(
+                "char *", a.__array_interface__["data"][0])
+            d.shape[0:a.ndim] = a.shape
+            d.strides[0:a.ndim] = a.strides
             d.id = j
-            d.writeable = 1 if a.flags.writeable else 0
+            d.writeable = flags.writeable
         k = self.fn(arrs, v, tag, bound, rng, 1 if threading.get_ident() == _MAIN else 0, v + n)
         result = []
-        for j, name in enumerate(self.names):
-            ty = nest.locals[name]
+        for j, fam in self._out_plan:
             if not bound[j]:
                 result.append(UNBOUND)
-            elif isinstance(ty, ArrTy):
+            elif fam is None:
                 result.append(arrays[v[j].i])
             else:
-                result.append(_box(ty.fam, tag[j], v[j]))
+                result.append(_box(fam, tag[j], v[j]))
         if k == -1:
-            return not_run
+            return None
         if k == 0:
-            return 0, tuple(result), range(rng[0], rng[1], rng[2]) if nest.iterates else None
-        ex = nest.exits[k - 1]
+            return 0, tuple(result), range(rng[0], rng[1], rng[2]) if self._iterates else None
+        ex = self.nest.exits[k - 1]
         extra = None
         if ex.ty is not None:
             extra = _box(ex.ty.fam, v[n + 1].i, v[n])

@@ -96,7 +96,7 @@ KINDS = {
     "poll": (),
     "exit": ("k",),
     "fast": ("label", "n", "stop", "step", "chunk_n", "chunk_end", "tests", "logs", "outermost",
-             "chunk"),
+             "chunk", "light"),
     "put": ("array", "offset", "value"),
 }
 

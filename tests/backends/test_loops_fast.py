@@ -210,3 +210,20 @@ def test_empty_fortran_and_read_only_arrays_reach_the_kernel_as_they_are():
     ro.flags.writeable = False
     check(scale, ro, 2.0)
     check(bump_then_fail, ro, 7)  # (ValueError: assignment destination is read-only)
+
+
+def grow_then_fail(u, k):
+    """Chunks of one window log blocks that start at the same element and grow: each one
+    not covered by an earlier block is logged."""
+    for t in range(4):
+        for i in range(t * 10 + 10):
+            u[i] += 1.0
+        if t == k:
+            u[u.shape[0]] = 0.0
+    return u
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_a_block_logged_again_in_a_window_only_when_no_earlier_one_covers_it(k):
+    check(grow_then_fail, RNG.random(60), k)
+    assert _fast_taken(grow_then_fail, RNG.random(60), 9)

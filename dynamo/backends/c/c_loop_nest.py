@@ -227,7 +227,7 @@ def _balanced(expr: str) -> bool:
     return depth == 0
 
 
-def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk) -> str:
+def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light) -> str:
     """The ``fast`` statement (`loop_nest.fast`): the next chunk in the fast copy, when the
     tests hold; its stores' old values logged first."""
     def addr(lg) -> str:
@@ -249,9 +249,11 @@ def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk) -> str:
         count = f"{ce} - {cn}" if any(along for _, along in lg[1:]) else "1"
         lines.append(f"            if (npd_log_block(&undo, {addr(lg)}, {stride(lg)}, {count}))"
                      " goto npd_deopt;")
-    # (the chunk counts as its iterations towards the next poll and save point)
-    lines.append(f"            polls += (unsigned)({ce} - {cn});"
-                 + (f" saves += (unsigned)({ce} - {cn});" if outermost else ""))
+    # (the chunk counts as its iterations towards the next save point, and towards the next
+    # poll as its iterations, or a 16th of them when they are light: no array statements)
+    weight = f"(unsigned)({ce} - {cn})"
+    lines.append(f"            polls += {weight + ' / 16u' if light else weight};"
+                 + (f" saves += {weight};" if outermost else ""))
     lines.append("            npd_chunks++;")
     lines.append(f"            goto {label};")
     lines.append("        }")

@@ -41,6 +41,11 @@ static int npd_log_grow(npd_log *log) {
 }
 
 static int npd_log_block(npd_log *log, char *addr, long long stride, long long n) {
+    /* (a block a recent one of this save window covers is not logged again: a deoptimisation
+       puts back the oldest value of each element, which the earlier block holds) */
+    for (long long b = log->nb - 1; b >= 0 && b >= log->nb - 8; b--)
+        if (log->blocks[b].addr == addr && log->blocks[b].stride == stride && log->blocks[b].n >= n)
+            return 0;
     if (log->nb == log->capb) {
         long long cap = log->capb ? 2 * log->capb : 16;
         npd_block *blocks = (npd_block *)realloc(log->blocks, (size_t)cap * sizeof(npd_block));

@@ -49,6 +49,7 @@
 #include "gc_quiet.h"
 #include "guards.h"
 #include "small_call.h"
+#include "loop_call.h"
 
 #include <pthread.h> /* after Python.h, which defines _GNU_SOURCE (pthread_getattr_np) */
 #include <stdint.h>
@@ -1746,7 +1747,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     if (m == NULL) {
         return NULL;
     }
-    if (npd_guards_init(m) < 0 || npd_small_init(m) < 0 || npd_gc_quiet_init() < 0) {
+    if (npd_guards_init(m) < 0 || npd_small_init(m) < 0 || npd_loop_call_init(m) < 0 ||
+        npd_gc_quiet_init() < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -34,4 +34,22 @@ int npd_guards_init(PyObject *module);
 int npd_guardset_check(PyObject *gs, PyObject *const *slots, Py_ssize_t nslots,
                        PyObject *globals, PyObject *closure);
 
+/* NumPy's array struct, mirrored (stable since NumPy 1.7, unchanged in 2.x); read only
+ * through an object whose type is npd_verified_ndarray_type(). */
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    int nd;
+    Py_ssize_t *dimensions;
+    Py_ssize_t *strides;
+    PyObject *base;
+    PyObject *descr;
+    int flags;
+} npd_array;
+
+#define NPD_ARRAY_C_CONTIGUOUS 0x0001
+
+/* np.ndarray once set_ndarray_layout checked the mirror on real arrays, else NULL (borrowed) */
+PyTypeObject *npd_verified_ndarray_type(void);
+
 #endif /* NPDYNAMO_GUARDS_H */

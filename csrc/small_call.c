@@ -31,21 +31,15 @@
  */
 #include "small_call.h"
 
+#include "guards.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-/* The leading fields of numpy's PyArrayObject_fields (ndarraytypes.h); ABI-stable. */
-typedef struct {
-    PyObject_HEAD
-    char *data;
-    int nd;
-    Py_ssize_t *dimensions;
-    Py_ssize_t *strides;
-    PyObject *base;
-    PyObject *descr;
-    int flags;
-} sk_array;
+/* The leading fields of numpy's PyArrayObject_fields (ndarraytypes.h); ABI-stable: the mirror
+ * guards.h declares. */
+typedef npd_array sk_array;
 
 #define SK_ALIGNED 0x0100 /* NPY_ARRAY_ALIGNED */
 /* A kernel returns this bit with its FE flags when it could not allocate a buffer (its

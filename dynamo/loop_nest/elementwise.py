@@ -138,6 +138,10 @@ def store_view(em, target: SliceV, value, inplace: str | None = None) -> None:
     _loops(em, shape, compute)
     em.assign(k, "0")
     base = target.base
+    # (the target's old values logged as blocks, once, before the first store: its stores
+    # are then plain; a read-only target deoptimises before any)
+    em.check(f"!{base.c}.writeable", "assignment into a read-only array (ValueError)")
+    em.emit("logview", target.ptr, tuple(shape), tuple(target.strides))
 
     def store(index):
         off = " + ".join(f"{q} * {st}" for q, st in zip(index, target.strides))
@@ -147,7 +151,7 @@ def store_view(em, target: SliceV, value, inplace: str | None = None) -> None:
             old = em.temp("double")
             em.assign(old, f"*(double *)({target.ptr} + {off})")
             value_c = _op(em, inplace, old, value_c)
-        em.emit("store", base.c, where, ("double", value_c))
+        em.emit("put", base.c, where, ("double", value_c))
         em.assign(k, f"{k} + 1")
 
     _loops(em, shape, store)

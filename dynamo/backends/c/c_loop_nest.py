@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _C
 from ...instructions import UNBOUND
 from ...loop_nest.ir import SCALAR_TYPES, ArrTy, LoopNest
 from ...loop_nest.scalars import Refuse
@@ -215,7 +216,24 @@ def _stmt(s, nest: LoopNest, free: frozenset | set = frozenset()) -> str:
         return f"    *({ctype} *)({a[0]}.data + {a[1]}) = {value};{where}"
     if s.kind == "fast":
         return _fast(*a)
+    if s.kind == "logview":
+        return _logview(*a)
     raise AssertionError(s.kind)
+
+
+def _logview(ptr: str, shape: tuple, strides: tuple) -> str:
+    """The old values of a view, one block per row of its last axis (`npd_log_block`)."""
+    if not shape:
+        return "    if (npd_log_block(&undo, " + ptr + ", 0, 1)) goto npd_deopt;"
+    outer = len(shape) - 1
+    lines = ["    {"]
+    for d in range(outer):
+        lines.append(f"    for (long long npd_q{d} = 0; npd_q{d} < {shape[d]}; npd_q{d}++)")
+    at = " + ".join([ptr] + [f"npd_q{d} * {strides[d]}" for d in range(outer)])
+    lines.append(f"        if (npd_log_block(&undo, {at}, {strides[-1]}, {shape[-1]}))"
+                 " goto npd_deopt;")
+    lines.append("    }")
+    return "\n".join(lines)
 
 
 def _balanced(expr: str) -> bool:
@@ -333,6 +351,14 @@ class LoopKernel:
                 return self._not_run(iterable, values)
         elif _errstate_var is None and np.geterr() != _DEFAULT_ERR:
             return self._not_run(iterable, values)
+        if self._c_call is not None:
+            done = self._c_call(iterable, values)
+            if done is not NotImplemented:
+                if done is None:
+                    return self._not_run(iterable, values)
+                if done[0] == 0:
+                    return 0, done[1], range(*done[2]) if self._iterates else None
+                return done
         # (this thread's buffers, taken while in use: a call made meanwhile from a signal
         # handler or a finalizer, between the wrapper's bytecodes, gets buffers of its own)
         local = self._buffers
@@ -375,6 +401,18 @@ class LoopKernel:
             for j, ty in enumerate(nest.locals[name] for name in self.names))
         self._takes_range = nest.site.takes_range
         self._iterates = nest.iterates
+        # (the same call made in C, csrc/loop_call.c: the Python path below is for what it
+        # does not judge itself)
+        kinds = {None: 0, "int": 1, "float": 2, "bool": 3}
+        self._c_call = None
+        if hasattr(_C, "LoopCall") and len(self.names) <= 254:
+            self._c_call = _C.LoopCall(
+                int(self.ffi.cast("uintptr_t", self.fn)), len(self.names),
+                tuple((k, kinds[fam], aty.dtype if aty else None, aty.ndim if aty else 0,
+                       free, want == "np") for k, aty, fam, free, want in self._in_plan),
+                tuple(kinds[fam] for _, fam in self._out_plan),
+                tuple(kinds[ex.ty.fam] if ex.ty is not None else -1 for ex in nest.exits),
+                self._takes_range, _MAIN, UNBOUND, (None, np.int64, np.float64, np.bool_)).run
 
     def _run(self, buffers: tuple, iterable: Any, values: tuple) -> tuple | None:
         """One call, or None when it cannot start (see `_not_run`)."""

@@ -1,0 +1,116 @@
+"""`_C.LoopCall` (csrc/loop_call.c): a loop kernel's call made in C gives what the wrapper's
+Python path gives (c_loop_nest.LoopKernel._run), for every kind of argument: arrays (aliased
+too), Python and NumPy scalars, values of other types, ints beyond int64, dtypes equal to the
+kernel's but other objects, a deoptimisation (the rest of the range), a ``return`` of a NumPy
+scalar, a loop left unbound locals. The kernel is called directly with the values its loop
+starts from; each case also runs whole through dynamo.compile against plain Python."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dynamo
+from dynamo import loop_kernels
+from dynamo.instructions import UNBOUND
+
+from support.loops import check, fresh_kernels  # noqa: F401 (a fixture)
+
+
+def accumulate(a, s, n):
+    for i in range(n):
+        s += a[i]
+    return s
+
+
+def first_over(a, limit):
+    for i in range(a.shape[0]):
+        if a[i] > limit:
+            return a[i]
+    return limit
+
+
+def copy_shifted(dst, src, n):
+    for i in range(n):
+        dst[i] = src[i] + 1.0
+    return dst
+
+
+def _kernel(fn, *args):
+    dynamo.compile(fn, backend="c")(*args)
+    (kernel,) = loop_kernels.kernels_for(fn.__code__)
+    return kernel
+
+
+def _both(kernel, iterable, values):
+    """(C path, Python path) of one call with these starting values."""
+    c_call = kernel._c_call
+    assert c_call is not None, "no C call was made for this kernel"
+    fast = kernel(iterable, *values)
+    kernel._c_call = None
+    try:
+        slow = kernel(iterable, *values)
+    finally:
+        kernel._c_call = c_call
+    return fast, slow
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, np.ndarray) or a is UNBOUND:
+        return a is b
+    if isinstance(a, range):
+        return a == b
+    return type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+RNG = np.random.default_rng(5)
+A = RNG.random(20)
+
+
+@pytest.mark.parametrize("s", [0.0, np.float64(1.5), 3, np.int64(2), 2**70, "x", True])
+def test_scalars_of_every_kind(s):
+    kernel = _kernel(accumulate, A, 0.0, 5)
+    values = {"a": A, "s": s, "n": 7}
+    fast, slow = _both(kernel, None, tuple(values[n] for n in kernel.nest.inputs))
+    assert _same(fast, slow), (fast, slow)
+
+
+@pytest.mark.parametrize("a", [A, A.astype(np.int64), A.view(np.dtype("f8", metadata={"m": 1})),
+                               A.reshape(4, 5), [1.0, 2.0], A[::2]])
+def test_arrays_of_other_dtypes_shapes_and_types(a):
+    kernel = _kernel(accumulate, A, 0.0, 5)
+    values = {"a": a, "s": 0.0, "n": 3}
+    fast, slow = _both(kernel, None, tuple(values[n] for n in kernel.nest.inputs))
+    assert _same(fast, slow), (fast, slow)
+
+
+@pytest.mark.parametrize("n", [5, 25])  # 25: an IndexError, so a deoptimisation
+def test_a_deoptimisation_returns_the_rest_of_the_range(n):
+    kernel = _kernel(accumulate, A, 0.0, 5)
+    values = {"a": A, "s": 0.0, "n": n}
+    fast, slow = _both(kernel, None, tuple(values[name] for name in kernel.nest.inputs))
+    assert _same(fast, slow), (fast, slow)
+    assert fast[0] == (0 if n == 25 else 1)
+    check(accumulate, A, 0.0, n)
+
+
+@pytest.mark.parametrize("limit", [0.5, 2.0, np.float64(0.9)])
+def test_a_returned_numpy_scalar(limit):
+    kernel = _kernel(first_over, A, 0.5)
+    values = {"a": A, "limit": limit}
+    fast, slow = _both(kernel, None, tuple(values[n] for n in kernel.nest.inputs))
+    assert _same(fast, slow), (fast, slow)
+    check(first_over, A, limit)
+
+
+def test_aliased_and_read_only_arrays():
+    kernel = _kernel(copy_shifted, np.zeros(20), A, 5)
+    ro = A.copy()
+    ro.flags.writeable = False
+    for dst, src in [(A.copy(),) * 2, (ro, A), (A.copy(), ro)]:
+        values = {"dst": dst, "src": src, "n": 4}
+        fast, slow = _both(kernel, None, tuple(values[n] for n in kernel.nest.inputs))
+        assert _same(fast, slow), (fast, slow)
+    check(copy_shifted, ro, A, 4)

@@ -1,0 +1,245 @@
+"""The C text of a lowered loop nest (`dynamo.loop_nest.ir.LoopNest`): one function, written
+after the runtime's `c_loop_runtime.PRELUDE`.
+
+In: a `LoopNest`. Out: `c_source(nest, fname)`, the kernel's function: its locals as C variables
+(``L_x``, with ``T_x`` its tag and ``B_x`` whether it is bound where needed, ``SN_x`` their
+copies at the last save point), one C statement per IR statement (a check is a ``goto
+npd_deopt``, a store is logged, a fast statement tests and enters a fast copy), the
+deoptimisation (the undo log replayed, the saved state written back) and one block per way
+out. Used by `c_loop_nest.LoopKernel`, which builds and calls it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...loop_nest.ir import ArrTy, LoopNest
+
+__all__ = ["c_source"]
+
+_CTYPES = {"int": "long long", "float": "double", "bool": "int"}
+_FIELD = {"int": "i", "float": "f", "bool": "i"}
+
+
+def _ctype(ty) -> str:
+    return "npd_arr" if isinstance(ty, ArrTy) else _CTYPES[ty.fam]
+
+
+def c_source(nest: LoopNest, fname: str) -> str:
+    """The C function for `nest` (after `PRELUDE`)."""
+    names = list(nest.locals)
+    out = [f"/* {line} */" for line in ("loop kernel " + nest.name,)]
+    # (how many chunks ran in fast copies, over all calls: `LoopKernel.fast_chunks`)
+    out.append("static long long npd_chunks;")
+    out.append("long long npd_fast_chunks(void) { return npd_chunks; }")
+    out.append(f"int {fname}(npd_arr *arrs, npd_val *v, unsigned char *tag, unsigned char *bound,"
+               " long long *rng, int main_thread, npd_val *ret) {")
+    decl = []
+    for name in names:
+        ty = nest.locals[name]
+        decl.append(f"{_ctype(ty)} L_{name}, SN_{name};")
+        decl.append(f"int T_{name} = 0, SNT_{name} = 0, B_{name} = 0, SNB_{name} = 0;")
+    for t, ctype in nest.temps.items():
+        decl.append(f"{ctype} {t};")
+    decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
+    decl.append("int started = 0;")
+    decl.append("unsigned polls = 0, saves = 0;")
+    decl.append("int caught = 0;")
+    decl.append("fexcept_t flags;")
+    decl.append("npd_log undo = {0};")
+    decl.append("npd_scratch scratch = {0, 0};")
+    decl.append("int result = 0;")
+    out += ["    " + d for d in decl]
+    out.append("    memset(&ret[0], 0, sizeof ret[0]);")
+    for k, name in enumerate(names):
+        ty = nest.locals[name]
+        if name in nest.inputs:
+            if isinstance(ty, ArrTy):
+                out.append(f"    L_{name} = arrs[v[{k}].i];")
+            else:
+                out.append(f"    L_{name} = v[{k}].{_FIELD[ty.fam]};")
+            out.append(f"    T_{name} = tag[{k}]; B_{name} = 1;")
+        else:
+            out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
+    out.append("    " + _save(names))
+    out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
+    free = _kept_anyway(nest)
+    for s in nest.stmts:
+        out.append(_stmt(s, nest, free))
+    # ways out
+    out.append("npd_deopt:")
+    out.append("    npd_undo_all(&undo);")
+    out.append("    rng[0] = SN_next; rng[1] = SN_stop; rng[2] = SN_step;")
+    out += ["    " + line for line in _write(nest, "SN")]
+    out.append("    result = started ? 0 : -1;")
+    out.append("    goto npd_done;")
+    for k, ex in enumerate(nest.exits, 1):
+        out.append(f"npd_exit_{k}:")
+        out.append("    if (NPD_FP_BAD()) goto npd_deopt;")
+        out += ["    " + line for line in _write(nest, "L")]
+        if ex.value is not None and ex.ty is not None:
+            out.append(f"    ret[0].{_FIELD[ex.ty.fam]} = {ex.value}; ret[1].i = {ex.value_tag};")
+        out.append(f"    result = {k};")
+        out.append("    goto npd_done;")
+    out.append("npd_done:")
+    out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
+    out.append("    if (caught) npd_release_sigint();")
+    out.append("    npd_log_free(&undo);")
+    out.append("    free(scratch.data);")
+    out.append("    return result;")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _save(names) -> str:
+    return " ".join(f"SN_{n} = L_{n}; SNT_{n} = T_{n}; SNB_{n} = B_{n};" for n in names)
+
+
+def _write(nest: LoopNest, prefix: str) -> list[str]:
+    lines = []
+    for k, name in enumerate(nest.locals):
+        ty = nest.locals[name]
+        val = f"{prefix}_{name}"
+        t = f"{'SNT' if prefix == 'SN' else 'T'}_{name}"
+        b = f"{'SNB' if prefix == 'SN' else 'B'}_{name}"
+        if isinstance(ty, ArrTy):
+            lines.append(f"v[{k}].i = {val}.id; bound[{k}] = {b};")
+        else:
+            tagv = t if name in nest.tagged else ("1" if ty.tag == "np" else "0")
+            lines.append(f"v[{k}].{_FIELD[ty.fam]} = {val}; tag[{k}] = {tagv}; bound[{k}] = {b};")
+    return lines
+
+
+_TEMP = re.compile(r"\bt\d+\b")
+_KEEP = "npd_keep("
+
+
+def _kept_anyway(nest: LoopNest) -> set[str]:
+    """The float temporaries whose ``npd_keep`` can go: a branch, a check or a store reads
+    them, directly or through other temporaries, so the compiler can neither drop them nor
+    (an operation whose IEEE flags are set is never folded when compiling) compute them
+    early; without the empty ``asm`` it may keep them in vector registers. A result only a
+    local or a stack slot takes keeps it (the next iteration may overwrite it unread)."""
+    feeds: dict[str, set[str]] = {}
+    used: set[str] = set()
+    for s in nest.stmts:
+        if s.kind == "assign" and _TEMP.fullmatch(s.args[0]):
+            for t in _TEMP.findall(s.args[1]):
+                feeds.setdefault(t, set()).add(s.args[0])
+        elif s.kind in ("check", "branch"):
+            used.update(_TEMP.findall(s.args[0]))
+        elif s.kind in ("store", "put"):
+            used.update(_TEMP.findall(s.args[1] + " " + s.args[2][1]))
+    changed = True
+    while changed:
+        changed = False
+        for t, readers in feeds.items():
+            if t not in used and readers & used:
+                used.add(t)
+                changed = True
+    return used
+
+
+def _stmt(s, nest: LoopNest, free: frozenset | set = frozenset()) -> str:
+    a = s.args
+    where = f"  /* line {s.line} */" if s.line is not None else ""
+    if s.kind == "assign":
+        if a[0] in free and a[1].startswith(_KEEP) and _balanced(a[1][len(_KEEP):-1]):
+            return f"    {a[0]} = ({a[1][len(_KEEP):-1]});"
+        return f"    {a[0]} = {a[1]};"
+    if s.kind == "check":
+        return f"    if (__builtin_expect(!!({a[0]}), 0)) goto npd_deopt;  /* {a[1]} */"
+    if s.kind == "store":
+        ctype, value = a[2]
+        return f"    NPD_STORE({ctype}, {a[0]}, {a[1]}, {value});{where}"
+    if s.kind == "label":
+        return f"{a[0]}:;{where}"
+    if s.kind == "goto":
+        return f"    goto {a[0]};"
+    if s.kind == "branch":
+        return f"    if ({a[0]}) goto {a[1]}; else goto {a[2]};"
+    if s.kind == "header":
+        # (a save point every 256 iterations of the outermost loop, or sooner once the undo
+        # log holds 4096 stores (it stays in the cache): a deoptimisation puts back up to 256
+        # iterations, and Python runs them again; the IEEE flags are tested there)
+        return ("    if (!started || ++saves >= 256u || NPD_LOG_SIZE(undo) > 4096) {\n"
+                "        if (NPD_FP_BAD()) goto npd_deopt;\n"
+                "        started = 1; saves = 0; NPD_LOG_CLEAR(undo); " + _save(nest.locals) + (
+                    " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates
+                    else "") + "\n    }")
+    if s.kind == "poll":
+        # (every 256th time: Ctrl-C, and the IEEE flags; the SIGINT handler goes in front of
+        # Python's the first time, so a short kernel makes no system call)
+        return ("    if (++polls >= 256u) {\n"
+                "        polls = 0;\n"
+                "        if (main_thread && !caught) { npd_catch_sigint(); caught = 1; }\n"
+                "        if (npd_interrupted || NPD_FP_BAD()) goto npd_deopt;\n"
+                "    }")
+    if s.kind == "exit":
+        return f"    goto npd_exit_{a[0]};"
+    if s.kind == "put":
+        ctype, value = a[2]
+        return f"    *({ctype} *)({a[0]}.data + {a[1]}) = {value};{where}"
+    if s.kind == "fast":
+        return _fast(*a)
+    if s.kind == "logview":
+        return _logview(*a)
+    raise AssertionError(s.kind)
+
+
+def _logview(ptr: str, shape: tuple, strides: tuple) -> str:
+    """The old values of a view, one block per row of its last axis (`npd_log_block`)."""
+    if not shape:
+        return "    if (npd_log_block(&undo, " + ptr + ", 0, 1)) goto npd_deopt;"
+    outer = len(shape) - 1
+    lines = ["    {"]
+    for d in range(outer):
+        lines.append(f"    for (long long npd_q{d} = 0; npd_q{d} < {shape[d]}; npd_q{d}++)")
+    at = " + ".join([ptr] + [f"npd_q{d} * {strides[d]}" for d in range(outer)])
+    lines.append(f"        if (npd_log_block(&undo, {at}, {strides[-1]}, {shape[-1]}))"
+                 " goto npd_deopt;")
+    lines.append("    }")
+    return "\n".join(lines)
+
+
+def _balanced(expr: str) -> bool:
+    depth = 0
+    for ch in expr:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light) -> str:
+    """The ``fast`` statement (`loop_nest.fast`): the next chunk in the fast copy, when the
+    tests hold; its stores' old values logged first."""
+    def addr(lg) -> str:
+        name, dims = lg[0], lg[1:]
+        return f"L_{name}.data + " + (" + ".join(
+            f"{x} * L_{name}.strides[{k}]" for k, (x, _) in enumerate(dims)) or "0")
+
+    def stride(lg) -> str:
+        name, dims = lg[0], lg[1:]
+        return " + ".join(f"L_{name}.strides[{k}]" for k, (_, along) in enumerate(dims)
+                          if along) or "0"
+
+    lines = [f"    if ({step} == 1 && {n} < {stop}) {{",
+             f"        {cn} = {n};",
+             f"        {ce} = ((unsigned long long){stop} - (unsigned long long){n} > {chunk}ULL)"
+             f" ? {n} + {chunk} : {stop};",
+             "        if (" + " && ".join(tests or ("1",)) + ") {"]
+    for lg in logs:  # (the old values of what the chunk may write: one block per store)
+        count = f"{ce} - {cn}" if any(along for _, along in lg[1:]) else "1"
+        lines.append(f"            if (npd_log_block(&undo, {addr(lg)}, {stride(lg)}, {count}))"
+                     " goto npd_deopt;")
+    # (the chunk counts as its iterations towards the next save point, and towards the next
+    # poll as its iterations, or a 16th of them when they are light: no array statements)
+    weight = f"(unsigned)({ce} - {cn})"
+    lines.append(f"            polls += {weight + ' / 16u' if light else weight};"
+                 + (f" saves += {weight};" if outermost else ""))
+    lines.append("            npd_chunks++;")
+    lines.append(f"            goto {label};")
+    lines.append("        }")
+    lines.append("    }")
+    return "\n".join(lines)

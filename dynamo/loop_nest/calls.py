@@ -18,13 +18,14 @@ import numpy as np
 from . import scalars as S
 from .ir import CTYPE, Ty
 from .scalars import Refuse, SVal
+from . import items as item_loops
 from .slices import dot
 from .values import AVal, RangeV, TupleV
 
 __all__ = ["call"]
 
 _BUILTIN_CALLS = {range: "range", len: "len", abs: "abs", min: "min", max: "max", int: "int",
-                  float: "float"}
+                  float: "float", enumerate: "enumerate", zip: "zip"}
 _NUMPY_CALLS = {np.sqrt: "sqrt", np.fabs: "fabs", np.floor: "floor", np.ceil: "ceil",
                 np.trunc: "trunc"}
 
@@ -45,6 +46,8 @@ def call(self, fn, args: list):
             start, stop, step = cs
         self.check(f"({step} == 0)", "range() arg 3 must not be zero (ValueError)")
         return RangeV(start, stop, step)
+    if kind in ("enumerate", "zip"):
+        return item_loops.make(kind, args)
     if kind == "len":
         (a,) = args
         if not isinstance(a, AVal) or a.ty.ndim == 0:

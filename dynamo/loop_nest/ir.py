@@ -163,6 +163,9 @@ class LoopNest:
     #: (the Python objects the kernel's code names by global: name -> object, and module
     #: attributes: (global name, attribute) -> object), for the guards that keep them
     globals_used: dict = field(default_factory=dict)
+    #: the outermost loop iterates over 1-d arrays (`loop_nest.items`): (how many arrays,
+    #: enumerated, zipped); None for a range or a ``while``
+    items: tuple | None = None
 
     @property
     def iterates(self) -> bool:

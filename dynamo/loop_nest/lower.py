@@ -36,7 +36,8 @@ from . import fast
 from .opcodes import Opcodes
 from . import scalars
 from .scalars import Refuse, SVal
-from .values import AVal, IterV, RangeV, State, merge_local, merge_value
+from . import items as item_loops
+from .values import AVal, ItemIterV, IterV, RangeV, State, TupleV, merge_local, merge_value
 
 __all__ = ["lower", "Refuse", "loop_at", "LoopSite", "range_statement", "region"]
 
@@ -217,6 +218,8 @@ class _Lowering(Opcodes):
         self.block_exits: dict[int, list[int]] = {}
         self.exit_seq: list[int] = []
         self.block: int | None = None
+        #: the outermost loop over 1-d arrays: (arrays, enumerated, zipped), else None
+        self.outer_items: tuple | None = None
 
     # the emitter used by `scalars` -------------------------------------------------------------
     def temp(self, ctype: str) -> str:
@@ -276,7 +279,8 @@ class _Lowering(Opcodes):
         nest = LoopNest(self.name, self.site, self.instrs[self.entry].lineno,
                         kinds, self.tagged, self.flagged,
                         tuple(n for n in kinds if n in self.local_types), self.stmts, self.temps,
-                        [ex for ex, _ in self.exits], dict(self.used_statics))
+                        [ex for ex, _ in self.exits], dict(self.used_statics),
+                        self.outer_items)
         return nest
 
     def merge(self, a: State, b: State) -> State:
@@ -356,11 +360,18 @@ class _Lowering(Opcodes):
             return AVal(v.ty, f"S{k}a")
         if isinstance(v, IterV):
             return IterV(f"S{k}n", f"S{k}stop", f"S{k}step")
+        if isinstance(v, TupleV):
+            return TupleV(tuple(self.slot(f"{k}_{j}", x) for j, x in enumerate(v.items)))
+        if isinstance(v, ItemIterV):
+            return ItemIterV(f"S{k}n", tuple(AVal(a.ty, f"S{k}a{j}") for j, a in
+                                             enumerate(v.arrs)), v.enum, v.zipped)
         if isinstance(v, RangeV):
             return RangeV(f"S{k}rn", f"S{k}rstop", f"S{k}rstep")
         return v
 
     def from_slot(self, k, v):
+        if isinstance(v, TupleV):
+            return TupleV(tuple(self.from_slot(f"{k}_{j}", x) for j, x in enumerate(v.items)))
         s = self.slot(k, v)
         if isinstance(s, SVal):
             t = self.temp(CTYPE[s.ty.fam])
@@ -377,6 +388,16 @@ class _Lowering(Opcodes):
             t = self.temp("npd_arr")
             self.assign(t, s.c)
             return AVal(s.ty, t)
+        if isinstance(s, ItemIterV):
+            n = self.temp("long long")
+            self.declare(s.n, "long long")
+            self.assign(n, s.n)
+            arrs = []
+            for a in s.arrs:
+                self.declare(a.c, "npd_arr")
+                arrs.append(AVal(a.ty, self.temp("npd_arr")))
+                self.assign(arrs[-1].c, a.c)
+            return ItemIterV(n, tuple(arrs), s.enum, s.zipped)
         if isinstance(s, (IterV, RangeV)):
             parts = []
             for c in (s.n, s.stop, s.step):
@@ -399,22 +420,33 @@ class _Lowering(Opcodes):
             return None, state
         if self.emitting and target is not None:
             for k, v in enumerate(state.stack):
-                s = self.slot(k, v)
-                if isinstance(s, SVal):
-                    self.declare(s.c, CTYPE[s.ty.fam])
-                    self.assign(s.c, v.c)
-                    if s.tagx:
-                        self.declare(s.tagx, "int")
-                        self.assign(s.tagx, v.tag_c)
-                elif isinstance(s, AVal):
-                    self.declare(s.c, "npd_arr")
-                    self.assign(s.c, v.c)
-                elif isinstance(s, (IterV, RangeV)):
-                    for dst, src in zip((s.n, s.stop, s.step), (v.n, v.stop, v.step)):
-                        self.declare(dst, "long long")
-                        self.assign(dst, src)
+                self.to_slot(k, v)
             self.emit("goto", fast.label(self, target))
         return target, state
+
+    def to_slot(self, k, v) -> None:
+        """A stack value into the slot variables of position `k` (a tuple item by item)."""
+        s = self.slot(k, v)
+        if isinstance(s, TupleV):
+            for j, x in enumerate(v.items):
+                self.to_slot(f"{k}_{j}", x)
+        elif isinstance(s, SVal):
+            self.declare(s.c, CTYPE[s.ty.fam])
+            self.assign(s.c, v.c)
+            if s.tagx:
+                self.declare(s.tagx, "int")
+                self.assign(s.tagx, v.tag_c)
+        elif isinstance(s, AVal):
+            self.declare(s.c, "npd_arr")
+            self.assign(s.c, v.c)
+        elif isinstance(s, ItemIterV):
+            for dst, src in [(s.n, v.n)] + [(a.c, b.c) for a, b in zip(s.arrs, v.arrs)]:
+                self.declare(dst, "npd_arr" if dst != s.n else "long long")
+                self.assign(dst, src)
+        elif isinstance(s, (IterV, RangeV)):
+            for dst, src in zip((s.n, s.stop, s.step), (v.n, v.stop, v.step)):
+                self.declare(dst, "long long")
+                self.assign(dst, src)
 
     def exit(self, ex: Exit, state: State) -> None:
         if ex.target is not None and state.stack:
@@ -433,6 +465,15 @@ class _Lowering(Opcodes):
         if self.emitting:
             self.emit("exit", len(self.exits))
             self.block_exits.setdefault(self.block, []).append(len(self.exits))
+
+    def iterate_items(self, i: int, x) -> ItemIterV:
+        """GET_ITER of 1-d arrays (`items`); the outermost loop's kind goes with the nest."""
+        it = item_loops.start(self, x)
+        if i == self.site.get_iter:
+            if len(it.arrs) > item_loops.MAX_OUTER:
+                raise Refuse(f"the outermost loop zips more than {item_loops.MAX_OUTER} arrays")
+            self.outer_items = (len(it.arrs), it.enum, it.zipped)
+        return it
 
     def scalar_binary(self, op: str, a: SVal, b: SVal) -> SVal:
         """``a op b`` of two numbers (in a fast copy without the checks it proves)."""

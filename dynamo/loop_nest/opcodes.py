@@ -16,9 +16,10 @@ from . import scalars as S
 from .ir import CTYPE, DTYPES, ArrTy, Exit, Ty
 from .scalars import Refuse, SVal
 from . import elementwise, fast
+from . import items as item_loops
 from .calls import call
 from .slices import dot, slice_view
-from .values import (NULL, AVal, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State, Static,
+from .values import (NULL, AVal, ItemIterV, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State, Static,
                      TupleV, merge_local)
 
 __all__ = ["Opcodes"]
@@ -180,7 +181,8 @@ class Opcodes:
         if name == "GET_ITER":
             r = st.pop()
             if not isinstance(r, RangeV):
-                raise Refuse("a for loop over something other than range()")
+                st.append(self.iterate_items(i, r))
+                return None
             its = []
             for c in (r.start, r.stop, r.step):
                 t = self.temp("long long")
@@ -189,7 +191,15 @@ class Opcodes:
             st.append(IterV(*its))
             return None
         if name == "FOR_ITER":
+            if isinstance(st[-1], ItemIterV):
+                return item_loops.step(self, i, st.pop(), st, state)
             return self.for_iter(i, st, state)
+        if name == "UNPACK_SEQUENCE":
+            v = st.pop()
+            if not isinstance(v, TupleV) or len(v.items) != inst.arg:
+                raise Refuse("unpacking something other than a tuple of its length")
+            st.extend(reversed(v.items))
+            return None
         if name == "END_FOR":
             raise Refuse("END_FOR reached (unexpected)")
         if "JUMP" in name:

@@ -16,7 +16,7 @@ from typing import Any
 from .ir import ArrTy, Ty
 from .scalars import Refuse, SVal
 
-__all__ = ["AVal", "RangeV", "IterV", "Static", "Null", "NULL", "TupleV", "ShapeV", "State",
+__all__ = ["AVal", "RangeV", "IterV", "ItemsV", "ItemIterV", "Static", "Null", "NULL", "TupleV", "ShapeV", "State",
            "SliceIdx", "SliceV", "ElemExpr", "merge_local", "merge_value"]
 
 
@@ -40,6 +40,25 @@ class IterV:
     n: str
     stop: str
     step: str
+
+
+@dataclass(frozen=True)
+class ItemsV:
+    """What a ``for`` loop iterates over 1-d arrays (`items`): ``a``, ``zip(a, b, ...)``, or
+    either enumerated."""
+    arrs: tuple
+    enum: bool
+    zipped: bool
+
+
+@dataclass(frozen=True)
+class ItemIterV:
+    """Its iterator: the next index (a C expression) and the arrays (`AVal`s, as they were
+    when the loop started: rebinding a local later does not change what it iterates)."""
+    n: str
+    arrs: tuple
+    enum: bool
+    zipped: bool
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ import numpy as np
 
 from ... import _C
 from ...instructions import UNBOUND
+from ...loop_nest import items
 from ...loop_nest.ir import SCALAR_TYPES, ArrTy, LoopNest
 from ...loop_nest.scalars import Refuse
 from .build import BuildOptions, build_library
@@ -131,7 +132,7 @@ class LoopKernel:
                 if done is None:
                     return self._not_run(iterable, values)
                 if done[0] == 0:
-                    return 0, done[1], range(*done[2]) if self._iterates else None
+                    return 0, done[1], self._rest(done[2], values)
                 return done
         # (this thread's buffers, taken while in use: a call made meanwhile from a signal
         # handler or a finalizer, between the wrapper's bytecodes, gets buffers of its own)
@@ -145,6 +146,21 @@ class LoopKernel:
         finally:
             local.b = buffers
         return self._not_run(iterable, values) if done is None else done
+
+    def _rest(self, rng: tuple, values: tuple) -> Any:
+        """After a deoptimisation: what plain Python iterates on from the last save point (the
+        rest of a range, or of an iteration over arrays: `loop_nest.items.rest`, whose array
+        ids count the array inputs in order, as the call numbers them)."""
+        if not self._iterates:
+            return None
+        if self.nest.items is None:
+            return range(*rng)
+        arrays: list = []
+        for (_, aty, *_), value in zip(self._in_plan, values):
+            if aty is not None and not any(a is value for a in arrays):
+                arrays.append(value)
+        return items.rest(self.nest.items, rng[0], arrays[rng[1]],
+                          arrays[rng[2]] if rng[2] >= 0 else None)
 
     def _not_run(self, iterable: Any, values: tuple) -> tuple:
         """What plain Python does when the kernel cannot start: the whole loop."""
@@ -248,7 +264,7 @@ class LoopKernel:
         if k == -1:
             return None
         if k == 0:
-            return 0, tuple(result), range(rng[0], rng[1], rng[2]) if self._iterates else None
+            return 0, tuple(result), self._rest((rng[0], rng[1], rng[2]), values)
         ex = self.nest.exits[k - 1]
         extra = None
         if ex.ty is not None:

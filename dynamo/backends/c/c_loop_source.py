@@ -95,6 +95,15 @@ def _save(names) -> str:
     return " ".join(f"SN_{n} = L_{n}; SNT_{n} = T_{n}; SNB_{n} = B_{n};" for n in names)
 
 
+def _save_iterator(nest: LoopNest) -> str:
+    """The outermost loop's iterator at a save point, in the range slots: a range's next,
+    stop and step, or an iteration over arrays' next index and array ids (`loop_nest.items`)."""
+    if nest.items is None:
+        return " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;"
+    second = "S0a1.id" if nest.items[0] > 1 else "-1"
+    return f" SN_next = S0n; SN_stop = S0a0.id; SN_step = {second};"
+
+
 def _write(nest: LoopNest, prefix: str) -> list[str]:
     lines = []
     for k, name in enumerate(nest.locals):
@@ -165,8 +174,7 @@ def _stmt(s, nest: LoopNest, free: frozenset | set = frozenset()) -> str:
         return ("    if (!started || ++saves >= 256u || NPD_LOG_SIZE(undo) > 4096) {\n"
                 "        if (NPD_FP_BAD()) goto npd_deopt;\n"
                 "        started = 1; saves = 0; NPD_LOG_CLEAR(undo); " + _save(nest.locals) + (
-                    " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;" if nest.iterates
-                    else "") + "\n    }")
+                    _save_iterator(nest) if nest.iterates else "") + "\n    }")
     if s.kind == "poll":
         # (every 256th time: Ctrl-C, and the IEEE flags; the SIGINT handler goes in front of
         # Python's the first time, so a short kernel makes no system call)

@@ -1,0 +1,97 @@
+"""``for`` loops over the elements of 1-d arrays: ``for v in a``, ``for i, v in enumerate(a)``,
+``for u, v in zip(a, b)``, ``for i, (u, v) in enumerate(zip(a, b))``.
+
+In: the lowering (`lower._Lowering`), at ``enumerate``/``zip`` calls, GET_ITER and FOR_ITER.
+Out: `values.ItemsV` / `values.ItemIterV` and the statements of one step: the next index
+against the shortest array's length, the elements read there (NumPy scalars of the arrays'
+dtypes, as iterating an ndarray gives), the tuple ``enumerate``/``zip`` make.
+
+An iterator reads the element when it steps, as Python's does (a write to ``a[i + 1]`` in the
+body is seen by the next step), and keeps the arrays it started with. When the outermost loop
+is one of these and the kernel deoptimises, it hands back the next index and the arrays, and
+`rest` rebuilds what Python iterates on from there: ``a[n:]``, ``zip(a[n:], b[n:])``,
+``enumerate(..., n)``. Views of the same memory, so the values come as the original iterator
+would have given them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import compat
+from .ir import CTYPE, DTYPES, Ty
+from .scalars import Refuse, SVal
+from .values import AVal, ItemIterV, ItemsV, State, TupleV
+
+__all__ = ["make", "start", "step", "rest", "MAX_OUTER"]
+
+#: arrays the outermost loop may zip (their ids travel back in the kernel's range slots)
+MAX_OUTER = 2
+_ELEMENT_CTYPE = {"float": "double", "int": "long long", "bool": "unsigned char"}
+
+
+def make(kind: str, args: list) -> ItemsV:
+    """``enumerate(x)`` or ``zip(x, y, ...)`` of 1-d arrays (or of a zip, enumerated)."""
+    if kind == "enumerate":
+        if len(args) != 1:
+            raise Refuse("enumerate() with a start")
+        (x,) = args
+        if isinstance(x, ItemsV) and not x.enum:
+            return ItemsV(x.arrs, True, x.zipped)
+        return ItemsV((_array(x),), True, False)
+    if not args:
+        raise Refuse("zip() of nothing")
+    return ItemsV(tuple(_array(x) for x in args), False, True)
+
+
+def _array(x) -> AVal:
+    if not isinstance(x, AVal) or x.ty.ndim != 1:
+        raise Refuse("a for loop over something other than range() or 1-d arrays")
+    return x
+
+
+def start(lw, x) -> ItemIterV:
+    """GET_ITER of a 1-d array or an `ItemsV`."""
+    items = x if isinstance(x, ItemsV) else ItemsV((_array(x),), False, False)
+    n = lw.temp("long long")
+    lw.assign(n, "0LL")
+    return ItemIterV(n, items.arrs, items.enum, items.zipped)
+
+
+def step(lw, i: int, it: ItemIterV, st: list, state: State):
+    """FOR_ITER of an `ItemIterV`: the edges to the loop's exit and to its body."""
+    exhausted = lw.info.target(i) + compat.loop_exit_skip()
+    cond = " || ".join(f"{it.n} >= {a.c}.shape[0]" for a in it.arrs)
+    done_state = State(list(st), dict(state.locals))
+    body_state = State(list(st), dict(state.locals))
+    if lw.emitting:
+        lw.emit("branch", f"({cond})", f"L{i}_done", f"L{i}_body")
+        lw.emit("label", f"L{i}_done")
+    edges = [lw.edge(exhausted, done_state)]
+    if lw.emitting:
+        lw.emit("label", f"L{i}_body")
+    items = []
+    for a in it.arrs:
+        fam = DTYPES[a.ty.dtype]
+        t = lw.temp(CTYPE[fam])
+        lw.assign(t, f"*({_ELEMENT_CTYPE[fam]} *)({a.c}.data + {it.n} * {a.c}.strides[0])")
+        items.append(SVal(Ty(fam, "np"), t))
+    index, nxt = lw.temp("long long"), lw.temp("long long")
+    lw.assign(index, it.n)
+    lw.assign(nxt, f"{it.n} + 1")  # (n < a length: no overflow)
+    value = TupleV(tuple(items)) if it.zipped else items[0]
+    if it.enum:
+        value = TupleV((SVal(Ty("int"), index), value))
+    body_state.stack.append(ItemIterV(nxt, it.arrs, it.enum, it.zipped))
+    body_state.stack.append(value)
+    edges.append(lw.edge(i + 1, body_state))
+    return edges
+
+
+def rest(kind: tuple, n: int, first: Any, second: Any) -> Any:
+    """What plain Python iterates on after a deoptimisation at index `n` of the outermost
+    loop (`kind`: the nest's ``items``: (arrays, enumerated, zipped))."""
+    narr, enum, zipped = kind
+    parts = [first[n:]] + ([second[n:]] if narr > 1 else [])
+    it = zip(*parts) if zipped else parts[0]
+    return enumerate(it, n) if enum else it

@@ -1,0 +1,142 @@
+"""Loop kernels over the elements of 1-d arrays (dynamo/loop_nest/items.py): ``for v in a``,
+``enumerate(a)``, ``zip(a, b)``, ``enumerate(zip(a, b))``. Plain Python is the oracle
+(support.loops.check: value, exception, arrays, warnings, twice, and whether a kernel was
+built), including a deoptimisation in the middle of the outermost loop, after which Python
+iterates on from the rebuilt rest (``a[n:]``, ``zip(a[n:], b[n:])``, ``enumerate(..., n)``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from support.loops import check, fresh_kernels  # noqa: F401 (a fixture)
+
+
+def total(a):
+    s = 0.0
+    for v in a:
+        s += v
+    return s
+
+
+def weighted(a):
+    s = 0.0
+    for i, v in enumerate(a):
+        s += i * v
+    return s
+
+
+def dot(a, b):
+    s = 0.0
+    for u, v in zip(a, b):
+        s += u * v
+    return s
+
+
+def where_greater(a, b, out):
+    n = 0
+    for i, (u, v) in enumerate(zip(a, b)):
+        if u > v:
+            out[n] = i
+            n += 1
+    return n
+
+
+def scaled_ints(a, k):
+    t = 0
+    for v in a:
+        t += int(v) * k  # past int64 somewhere: Python's big int, from the rebuilt rest
+    return t
+
+
+def histogram(x, counts):
+    for v in x:
+        counts[int(v * 10)] += 1  # IndexError for v >= 1
+    return counts
+
+
+def first_negative(a):
+    for i, v in enumerate(a):
+        if v < 0:
+            return i
+    return -1
+
+
+def running(a):
+    """Each step reads the element when it steps: the write to a[i + 1] is seen."""
+    for i, v in enumerate(a):
+        if i + 1 < a.shape[0]:
+            a[i + 1] += v
+    return a
+
+
+def rebinds(a, b):
+    s = 0.0
+    for v in a:
+        s += v
+        a = b  # the loop goes on over the first array
+    return s, a is b
+
+
+def rows(A, out):
+    for i in range(A.shape[0]):
+        s = 0.0
+        for j, v in enumerate(A[i, :]):  # (a slice: not an array local; the loop is refused)
+            s += v * j
+        out[i] = s
+    return out
+
+
+def inner_items(A, w, out):
+    for i in range(A.shape[0]):
+        s = 0.0
+        for k, v in enumerate(w):
+            s += A[i, k] * v
+        out[i] = s
+    return out
+
+
+def three(a, b, c):
+    s = 0.0
+    for u, v, x in zip(a, b, c):
+        s += u * v - x
+    return s
+
+
+RNG = np.random.default_rng(3)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (total, (RNG.random(500),)),
+    (total, (np.arange(300, dtype=np.int64),)),
+    (weighted, (RNG.random(400),)),
+    (dot, (RNG.random(300), RNG.random(200))),
+    (dot, (RNG.random(10), RNG.integers(0, 9, 30))),
+    (where_greater, (RNG.random(300), RNG.random(300), np.zeros(300))),
+    (first_negative, (RNG.random(50) - 0.9,)),
+    (first_negative, (RNG.random(50),)),
+    (running, (RNG.random(100),)),
+    (rebinds, (RNG.random(20), RNG.random(5))),
+    (inner_items, (RNG.random((6, 8)), RNG.random(8), np.zeros(6))),
+    (total, (np.zeros(0),)),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_loops_over_elements_run_as_kernels(fn, args):
+    check(fn, *args)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (scaled_ints, (np.arange(40.0), 2**59)),
+    (scaled_ints, (np.arange(1000.0), 2**45)),  # (past the save point at the 512th element)
+    (histogram, (np.concatenate([RNG.random(550), [1.5], RNG.random(49)]),
+                 np.zeros(10, np.int64))),
+    (histogram, (RNG.random(600), np.zeros(10, np.int64))),
+    (histogram, (RNG.random(600) * 1.001, np.zeros(10, np.int64))),
+    (where_greater, (RNG.random(300), RNG.random(300), np.zeros(100))),
+], ids=lambda x: getattr(x, "__name__", ""))
+def test_a_deoptimisation_continues_over_the_rest_of_the_elements(fn, args):
+    check(fn, *args)
+
+
+def test_what_is_not_lowered_stays_exact():
+    check(three, RNG.random(9), RNG.random(9), RNG.random(9), kernel=False)
+    check(rows, RNG.random((4, 5)), np.zeros(4), kernel=False)

@@ -85,6 +85,8 @@ def call(self, fn, args: list):
         return dot(self, args[0], args[1], matmul=False)
     if _hashable(fn) and fn in _NUMPY_CALLS and len(args) == 1:
         return S.math_call(self, _NUMPY_CALLS[fn], self.scalar(args[0]), numpy=True)
+    if isinstance(fn, np.ufunc) and len(args) == 1:
+        return S.ufunc_call(self, self.ufunc_slot(fn), fn.__name__, self.scalar(args[0]))
     raise Refuse(f"a call of {getattr(fn, '__qualname__', fn)!r}")
 
 

@@ -166,6 +166,8 @@ class LoopNest:
     #: the outermost loop iterates over 1-d arrays (`loop_nest.items`): (how many arrays,
     #: enumerated, zipped); None for a range or a ``while``
     items: tuple | None = None
+    #: the unary ufuncs whose NumPy float64 loops it calls (``npd_ufunc1(k, x)``: entry k)
+    ufuncs: tuple = ()
 
     @property
     def iterates(self) -> bool:

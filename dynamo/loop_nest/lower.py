@@ -31,13 +31,13 @@ from typing import Any
 
 from .. import compat
 from ..bytecode_analysis import code_info
-from .ir import CTYPE, ArrTy, Exit, LoopNest, Stmt, Ty
-from . import fast
-from .opcodes import Opcodes
-from . import scalars
-from .scalars import Refuse, SVal
+from . import fast, scalars
 from . import items as item_loops
-from .values import AVal, ItemIterV, IterV, RangeV, State, TupleV, merge_local, merge_value
+from .ir import ArrTy, Exit, LoopNest, Stmt, Ty
+from .opcodes import Opcodes
+from .scalars import Refuse, SVal
+from .slots import Slots
+from .values import ItemIterV, RangeV, State, merge_local, merge_value
 
 __all__ = ["lower", "Refuse", "loop_at", "LoopSite", "range_statement", "region"]
 
@@ -165,7 +165,7 @@ def range_statement(info, get_iter: int) -> int | None:
     return None
 
 
-class _Lowering(Opcodes):
+class _Lowering(Opcodes, Slots):
     """One abstract interpretation of the loop (see the module docstring)."""
 
     def __init__(self, code, entry, local_types, statics, name):
@@ -220,6 +220,8 @@ class _Lowering(Opcodes):
         self.block: int | None = None
         #: the outermost loop over 1-d arrays: (arrays, enumerated, zipped), else None
         self.outer_items: tuple | None = None
+        #: the unary ufuncs the loop calls on scalars (`ufunc_slot`)
+        self.ufuncs: list = []
 
     # the emitter used by `scalars` -------------------------------------------------------------
     def temp(self, ctype: str) -> str:
@@ -267,7 +269,7 @@ class _Lowering(Opcodes):
         self.decide()
         # pass 2: emit
         self.emitting = True
-        self.stmts, self.temps, self.exits = [], {}, []
+        self.stmts, self.temps, self.exits, self.ufuncs = [], {}, [], []
         self.fast_loops = fast.candidates(self)
         for start in sorted(self.entries):
             self.interpret(start, self.entries[start].copy())
@@ -280,7 +282,7 @@ class _Lowering(Opcodes):
                         kinds, self.tagged, self.flagged,
                         tuple(n for n in kinds if n in self.local_types), self.stmts, self.temps,
                         [ex for ex, _ in self.exits], dict(self.used_statics),
-                        self.outer_items)
+                        self.outer_items, tuple(self.ufuncs))
         return nest
 
     def merge(self, a: State, b: State) -> State:
@@ -344,75 +346,6 @@ class _Lowering(Opcodes):
                 edges.append(self.edge(i, state))
                 return edges
 
-    def enter(self, start: int, state: State) -> State:
-        """At a block's start (emitting): the stack from the slot variables, copied."""
-        stack = []
-        for k, v in enumerate(state.stack):
-            stack.append(self.from_slot(k, v))
-        return State(stack, state.locals)
-
-    def slot(self, k: int, v) -> Any:
-        if isinstance(v, SVal):
-            # (one C variable per slot and family: a slot holds an int in one block, a
-            # float in another)
-            return SVal(v.ty, f"S{k}{v.ty.fam[0]}", f"S{k}t" if v.ty.tag == "rt" else None)
-        if isinstance(v, AVal):
-            return AVal(v.ty, f"S{k}a")
-        if isinstance(v, IterV):
-            return IterV(f"S{k}n", f"S{k}stop", f"S{k}step")
-        if isinstance(v, TupleV):
-            return TupleV(tuple(self.slot(f"{k}_{j}", x) for j, x in enumerate(v.items)))
-        if isinstance(v, ItemIterV):
-            return ItemIterV(f"S{k}n", tuple(AVal(a.ty, f"S{k}a{j}") for j, a in
-                                             enumerate(v.arrs)), v.enum, v.zipped)
-        if isinstance(v, RangeV):
-            return RangeV(f"S{k}rn", f"S{k}rstop", f"S{k}rstep")
-        return v
-
-    def from_slot(self, k, v):
-        if isinstance(v, TupleV):
-            return TupleV(tuple(self.from_slot(f"{k}_{j}", x) for j, x in enumerate(v.items)))
-        s = self.slot(k, v)
-        if isinstance(s, SVal):
-            t = self.temp(CTYPE[s.ty.fam])
-            self.declare(s.c, CTYPE[s.ty.fam])
-            self.assign(t, s.c)
-            tt = None
-            if s.tagx:
-                tt = self.temp("int")
-                self.declare(s.tagx, "int")
-                self.assign(tt, s.tagx)
-            return SVal(s.ty, t, tt)
-        if isinstance(s, AVal):
-            self.declare(s.c, "npd_arr")
-            t = self.temp("npd_arr")
-            self.assign(t, s.c)
-            return AVal(s.ty, t)
-        if isinstance(s, ItemIterV):
-            n = self.temp("long long")
-            self.declare(s.n, "long long")
-            self.assign(n, s.n)
-            arrs = []
-            for a in s.arrs:
-                self.declare(a.c, "npd_arr")
-                arrs.append(AVal(a.ty, self.temp("npd_arr")))
-                self.assign(arrs[-1].c, a.c)
-            return ItemIterV(n, tuple(arrs), s.enum, s.zipped)
-        if isinstance(s, (IterV, RangeV)):
-            parts = []
-            for c in (s.n, s.stop, s.step):
-                self.declare(c, "long long")
-                t = self.temp("long long")
-                self.assign(t, c)
-                parts.append(t)
-            return type(s)(*parts)
-        return s
-
-    def declare(self, name: str, ctype: str) -> None:
-        old = self.temps.setdefault(name, ctype)
-        if old != ctype:  # (a C variable of one type holding another would convert silently)
-            raise Refuse(f"internal: the C variable {name} would hold a {old} and a {ctype}")
-
     def edge(self, target: int | None, state: State):
         """Leave the block for `target` (or an exit): move the stack into the target's slots."""
         if target is not None and not self.in_region(target):
@@ -423,30 +356,6 @@ class _Lowering(Opcodes):
                 self.to_slot(k, v)
             self.emit("goto", fast.label(self, target))
         return target, state
-
-    def to_slot(self, k, v) -> None:
-        """A stack value into the slot variables of position `k` (a tuple item by item)."""
-        s = self.slot(k, v)
-        if isinstance(s, TupleV):
-            for j, x in enumerate(v.items):
-                self.to_slot(f"{k}_{j}", x)
-        elif isinstance(s, SVal):
-            self.declare(s.c, CTYPE[s.ty.fam])
-            self.assign(s.c, v.c)
-            if s.tagx:
-                self.declare(s.tagx, "int")
-                self.assign(s.tagx, v.tag_c)
-        elif isinstance(s, AVal):
-            self.declare(s.c, "npd_arr")
-            self.assign(s.c, v.c)
-        elif isinstance(s, ItemIterV):
-            for dst, src in [(s.n, v.n)] + [(a.c, b.c) for a, b in zip(s.arrs, v.arrs)]:
-                self.declare(dst, "npd_arr" if dst != s.n else "long long")
-                self.assign(dst, src)
-        elif isinstance(s, (IterV, RangeV)):
-            for dst, src in zip((s.n, s.stop, s.step), (v.n, v.stop, v.step)):
-                self.declare(dst, "long long")
-                self.assign(dst, src)
 
     def exit(self, ex: Exit, state: State) -> None:
         if ex.target is not None and state.stack:
@@ -465,6 +374,16 @@ class _Lowering(Opcodes):
         if self.emitting:
             self.emit("exit", len(self.exits))
             self.block_exits.setdefault(self.block, []).append(len(self.exits))
+
+    def ufunc_slot(self, fn) -> int:
+        """The entry of unary ufunc `fn` in the kernel's table of NumPy float64 loops."""
+        if fn not in self.ufuncs:
+            if fn.nin != 1 or fn.nout != 1 or "d->d" not in fn.types:
+                raise Refuse(f"numpy.{fn.__name__} has no one-argument float64 loop")
+            if len(self.ufuncs) == 16:
+                raise Refuse("more than 16 NumPy functions in one loop")
+            self.ufuncs.append(fn)
+        return self.ufuncs.index(fn)
 
     def iterate_items(self, i: int, x) -> ItemIterV:
         """GET_ITER of 1-d arrays (`items`); the outermost loop's kind goes with the nest."""

@@ -217,6 +217,8 @@ _INT_RESULT = {"floor", "ceil", "trunc"}
 def math_call(em: Emit, name: str, v: SVal, numpy: bool = False) -> SVal:
     """``math.name(v)`` (a Python float, or an int for floor/ceil/trunc), or with `numpy`
     ``np.sqrt``/``np.abs``... on a scalar (NumPy's scalar result: float64)."""
+    if numpy and v.ty.fam == "bool":
+        raise Refuse(f"numpy.{name} of a bool (NumPy computes it in float16)")
     x = _as_double(em, v)
     if numpy:
         if name not in ("sqrt", "fabs", "floor", "ceil", "trunc"):
@@ -228,6 +230,15 @@ def math_call(em: Emit, name: str, v: SVal, numpy: bool = False) -> SVal:
                  "big float")
         return _new(em, "int", ("py", None), f"(long long){name}({x})")
     return _float(em, ("py", None), f"{name}({x})")
+
+
+def ufunc_call(em: Emit, k: int, name: str, v: SVal) -> SVal:
+    """``np.<name>(v)`` of a float through NumPy's own float64 loop of that ufunc (entry `k` of
+    the kernel's table: ``npd_ufunc1``), called on one element as NumPy calls it for a
+    scalar: NumPy's bits and IEEE flags, whatever SIMD code it picked for this CPU."""
+    if v.ty.fam != "float":
+        raise Refuse(f"numpy.{name} of a {v.ty} (NumPy may pick another loop than float64's)")
+    return _float(em, ("np", None), f"npd_ufunc1({k}, {v.c})")
 
 
 def constant(value: Any) -> SVal:

@@ -99,6 +99,7 @@ class LoopKernel:
         self.source = PRELUDE + c_source(nest, fname)
         cdef = CDEF + (f"int {fname}(npd_arr *, npd_val *, unsigned char *, unsigned char *, "
                        "long long *, int, npd_val *);\nvoid npd_set_ddot(void *);\n"
+                       "void npd_set_ufunc(int, void *, void *);\n"
                        "long long npd_fast_chunks(void);")
         ddot = numpy_ddot() if "npd_ddot(" in self.source else 0
         if ddot is None:
@@ -109,6 +110,12 @@ class LoopKernel:
         self.fn = getattr(self.library.lib, fname)
         if ddot:
             self.library.lib.npd_set_ddot(self.ffi.cast("void *", ddot))
+        for k, ufunc in enumerate(nest.ufuncs):
+            found = numpy_ufunc_loop(ufunc)
+            if found is None:
+                raise Refuse(f"NumPy's float64 loop of numpy.{ufunc.__name__} was not found")
+            self.library.lib.npd_set_ufunc(k, self.ffi.cast("void *", found[0]),
+                                           self.ffi.cast("void *", found[1]))
         self.slots = {name: k for k, name in enumerate(self.names)}
         self.input_slots = tuple(self.slots[n] for n in nest.inputs)
         self.array_inputs = sum(isinstance(nest.locals[n], ArrTy) for n in nest.inputs)
@@ -297,6 +304,29 @@ def _find_ddot() -> int | None:
         except (OSError, AttributeError):
             continue
     return None
+
+
+def numpy_ufunc_loop(ufunc: np.ufunc) -> tuple[int, int] | None:
+    """(function, data) of `ufunc`'s ``d->d`` inner loop, read from NumPy's ufunc struct
+    (``PyUFuncObject``: nin, nout, nargs at 16, functions at 32, data at 40, ntypes at 48,
+    types at 64; checked against the object's own attributes), or None."""
+    import ctypes  # (only to read the struct)
+    base = id(ufunc)
+    head = (ctypes.c_int * 3).from_address(base + 16)
+    ntypes = ctypes.c_int.from_address(base + 48).value
+    if (tuple(head), ntypes) != ((ufunc.nin, ufunc.nout, ufunc.nargs), ufunc.ntypes) or (
+            ufunc.nargs != 2 or "d->d" not in ufunc.types):
+        return None
+    k = ufunc.types.index("d->d")
+    types_at = ctypes.c_void_p.from_address(base + 64).value
+    if not types_at or (ctypes.c_char * (2 * ntypes)).from_address(types_at).raw[
+            2 * k:2 * k + 2] != bytes([np.dtype("d").num] * 2):
+        return None
+    functions = ctypes.c_void_p.from_address(base + 32).value
+    data = ctypes.c_void_p.from_address(base + 40).value
+    fn = ctypes.c_void_p.from_address(functions + 8 * k).value if functions else None
+    return (fn, ctypes.c_void_p.from_address(data + 8 * k).value or 0 if data else 0) \
+        if fn else None
 
 
 def _box(fam: str, tag: int, val) -> Any:

@@ -198,6 +198,23 @@ static int npd_scratch_reserve(npd_scratch *s, long long n) {
     return 0;
 }
 
+/* NumPy's own float64 loops of unary ufuncs (set once the library is loaded: npd_set_ufunc),
+   called on one element as NumPy calls them for a scalar */
+typedef void (*npd_uloop)(char **, const long long *, const long long *, void *);
+static npd_uloop npd_ufn[16];
+static void *npd_udata[16];
+void npd_set_ufunc(int k, void *fn, void *data) {
+    npd_ufn[k] = (npd_uloop)fn;
+    npd_udata[k] = data;
+}
+static inline double npd_ufunc1(int k, double x) {
+    double r;
+    char *args[2] = {(char *)&x, (char *)&r};
+    long long n = 1, steps[2] = {8, 8};
+    npd_ufn[k](args, &n, steps, npd_udata[k]);
+    return r;
+}
+
 /* NumPy's BLAS ddot (set once the library is loaded: npd_set_ddot) */
 static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
 void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,

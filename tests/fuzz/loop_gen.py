@@ -192,6 +192,10 @@ class _Gen:
 
     def float_atom(self, scope: _Scope) -> str:
         roll = self.r.randrange(100)
+        if roll >= 95:  # NumPy's own loop of a ufunc on a scalar (a warning now and then)
+            self.features.add("ufunc")
+            name = self.pick(["tanh", "exp", "log1p", "sin", "arctan", "cbrt"])
+            return f"np.{name}({self.float_atom(scope)})"
         if roll < 45 and scope.floats:
             return self.pick(scope.floats)
         if roll < 55:
@@ -391,9 +395,20 @@ class _Gen:
     def stmt_for(self, scope: _Scope, indent: int) -> None:
         self.features.add("for")
         var = "ijq"[len(scope.loops)]  # (statement: at most 3 loops deep)
-        args, wide = self.range_args(scope, not scope.loops)
-        self.emit(indent, f"for {var} in range({args}):")
+        flat = [a for a, d in self.ndims.items() if d == 1]
+        items: list[str] = []
+        if flat and self.chance(20):  # over the elements of 1-d arrays
+            self.features.add("for_items")
+            items = [self.fresh("e") for _ in range(2 if len(flat) == 2 else 1)]
+            over = f"zip({', '.join(flat)})" if len(items) == 2 else flat[0]
+            names = f"({', '.join(items)})" if len(items) == 2 else items[0]
+            self.emit(indent, f"for {var}, {names} in enumerate({over}):")
+            wide = False
+        else:
+            args, wide = self.range_args(scope, not scope.loops)
+            self.emit(indent, f"for {var} in range({args}):")
         body = scope.child()
+        body.values.extend(items)
         body.loops.append(var)
         if wide:
             body.wide.append(var)
@@ -456,6 +471,7 @@ def make_program(seed: int) -> LoopProgram:
     ndims = {"A": rng.choice([1, 1, 2]), "B": rng.choice([1, 1, 2])}
     gen = _Gen(rng, ndims)
     gen.emit(0, "import math")
+    gen.emit(0, "import numpy as np")
     gen.emit(0, "")
     gen.emit(0, "")
     gen.emit(0, "def f(A, B, n, m, s, k):")

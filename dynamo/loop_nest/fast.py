@@ -15,7 +15,9 @@ What the test proves, for the chunk ``i`` in ``[n, end)``:
   plus or minus literals (``i``, ``i - 1``, ``j + 2``, a row index ``k``) is affine in ``i``;
   its values over the chunk are the two ends, so one test covers every iteration: no int64
   overflow, and as an index, within ``0 .. shape - 1`` (no negative index to wrap, no
-  IndexError) of an array the loop never assigns;
+  IndexError) of an array the loop never assigns; an array indexed by the loop variable in its
+  last axis is contiguous there (a constant stride, which the compiler vectorises; a strided
+  view runs the checked loop);
 * *counters*: a local the loop changes only by ``x += c`` (``c`` a literal >= 0) cannot pass
   int64 in ``end - n`` iterations when it starts low enough;
 * *stores*: a proven element store is not logged one by one; the old values of every element
@@ -38,8 +40,8 @@ from .ir import ArrTy, Stmt, Ty
 from .scalars import Refuse, SVal, combine_tags
 from .values import IterV, State
 
-__all__ = ["CHUNK", "FastLoop", "candidates", "emit_copies", "note_load", "binary", "offset", "store",
-           "for_iter", "mark", "label", "same_exit"]
+__all__ = ["CHUNK", "FastLoop", "candidates", "emit_copies", "note_load", "binary", "offset",
+           "store", "for_iter", "mark", "label", "same_exit"]
 
 #: iterations per chunk: short enough for Ctrl-C (the head polls after each), long enough
 #: that the test before it costs nothing

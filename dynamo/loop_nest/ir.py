@@ -4,7 +4,7 @@ In: nothing (data types only). Out: the value types of a loop kernel (`Ty`, `Arr
 statements (`Stmt`, one kind per name in `KINDS`) and `LoopNest`, the lowered loop: its
 statements, its locals and how each way out of it continues. Made by `loop_nest.lower`, printed
 by `LoopNest.text()` (what ``explain`` and the logs show) and turned into C by
-`dynamo.backends.c.c_loop_nest`.
+`dynamo.backends.c.c_loop_source`.
 
 The statements are a flat list with labels, the shape of the bytecode they come from: a loop is
 its header label, a conditional branch and a jump back; an ``if`` is a branch. Expressions are C
@@ -70,7 +70,7 @@ SCALAR_TYPES: dict[type, Ty] = {
 }
 
 #: The statement kinds, each with its fields (`Stmt.text` and the C writer,
-#: `backends.c.c_loop_nest`, print each one):
+#: `backends.c.c_loop_source`, print each one):
 #:   assign  dst = expr                      (a typed C variable)
 #:   check   deopt if cond, for `why`        (where Python or NumPy would differ: raise, warn)
 #:   store   array[index] = value            (element write, logged for undo)

@@ -19,8 +19,8 @@ from . import elementwise, fast
 from . import items as item_loops
 from .calls import call
 from .slices import dot, slice_view
-from .values import (NULL, AVal, ItemIterV, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State, Static,
-                     TupleV, merge_local)
+from .values import (NULL, AVal, ItemIterV, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State,
+                     Static, TupleV, merge_local)
 
 __all__ = ["Opcodes"]
 

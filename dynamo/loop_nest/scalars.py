@@ -19,8 +19,9 @@ wherever they would not give a plain number:
   kernel saves the program's flags when it starts and puts them back when it returns). The
   result of every float operation goes through ``npd_keep`` (an empty ``asm``), so the compiler
   never drops an unused one: each sets its flags at run time, where Python computes it (the C
-  writer lifts it where a branch, a check or a store reads the result: `c_loop_nest`). The checks do not depend on the tag: a Python float
-  that overflows (no error in Python) is rerun in Python too, which only costs time.
+  writer lifts it where a branch, a check or a store reads the result: `c_loop_source`). The
+  checks do not depend on the tag: a Python float that overflows (no error in Python) is rerun
+  in Python too, which only costs time.
 * Mixed int and float: an int beyond 2**53 (where Python's exact comparison and true division
   differ from a conversion to double).
 * ``math`` functions call the same C library function CPython calls, so the bits are CPython's;

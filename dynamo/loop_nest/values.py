@@ -16,8 +16,8 @@ from typing import Any
 from .ir import ArrTy, Ty
 from .scalars import Refuse, SVal
 
-__all__ = ["AVal", "RangeV", "IterV", "ItemsV", "ItemIterV", "Static", "Null", "NULL", "TupleV", "ShapeV", "State",
-           "SliceIdx", "SliceV", "ElemExpr", "merge_local", "merge_value"]
+__all__ = ["AVal", "RangeV", "IterV", "ItemsV", "ItemIterV", "Static", "Null", "NULL", "TupleV",
+           "ShapeV", "State", "SliceIdx", "SliceV", "ElemExpr", "merge_local", "merge_value"]
 
 
 @dataclass(frozen=True)

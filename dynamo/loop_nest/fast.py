@@ -291,13 +291,17 @@ def emit_copies(lw) -> None:
             lw.fast = None
         for var in (loop.n, loop.end):
             lw.declare(var, "long long")
+        # (an index test of a value also tests that it does not overflow)
+        tests = [t for t in loop.prechecks if not (
+            t.endswith(", LLONG_MIN, LLONG_MAX)") and any(
+                u.startswith(t[:-len("LLONG_MIN, LLONG_MAX)")] + "0, ") for u in loop.prechecks))]
         it = loop.entry
         # (a copy without loops of its own, from array statements, does little per iteration:
         # its chunks count for 1/16 of their iterations towards the next poll)
         light = not any(s.kind == "branch" and s.args[1].startswith("E")
                         for s in lw.stmts[mark_at:])
         lw.stmts[at] = Stmt("fast", (f"L{h}F", it.n, it.stop, it.step, loop.n, loop.end,
-                                     tuple(loop.prechecks), tuple(loop.prelogs),
+                                     tuple(tests), tuple(loop.prelogs),
                                      loop.outermost, CHUNK, light), loop.placeholder.line)
 
 

@@ -31,6 +31,18 @@ def apply(name):
     return namespace[f"each_{name}"]
 
 
+def after_overflow(name):
+    """An overflow (NumPy warns) and then, in the same iteration, ``np.<name>``: some of
+    NumPy's loops clear the IEEE flags, which must not hide the earlier overflow."""
+    namespace = {"np": np}
+    exec(f"def overflow_then_{name}(a, out):\n"
+         f"    for i in range(a.shape[0]):\n"
+         f"        out[i] = a[i] * 1e300\n"
+         f"        out[i] += np.{name}(a[i] * 0.0 + 0.5)\n"
+         f"    return out\n", namespace)
+    return namespace[f"overflow_then_{name}"]
+
+
 def mixed(a):
     s = 0.0
     for v in a:
@@ -58,6 +70,13 @@ def test_numpy_bits_and_warnings_for_each_ufunc(name):
     each = apply(name)
     check(each, np.abs(WIDE) if name.startswith("log") else WIDE, np.empty(WIDE.shape))
     check(each, SPECIAL, np.empty(SPECIAL.shape))  # (warnings: NumPy's own, in order)
+
+
+@pytest.mark.parametrize("name", ["tanh", "exp", "log", "sin", "arctan", "cbrt", "expm1"])
+def test_a_ufunc_call_keeps_the_flags_of_earlier_operations(name):
+    a = np.ones(300)
+    a[170] = 1e10  # (np.float64 * 1e300 overflows there: a RuntimeWarning from NumPy)
+    check(after_overflow(name), a, np.empty(300))
 
 
 def test_go_fast_is_a_kernel_with_numpy_bits():

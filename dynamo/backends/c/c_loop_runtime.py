@@ -211,7 +211,12 @@ static inline double npd_ufunc1(int k, double x) {
     double r;
     char *args[2] = {(char *)&x, (char *)&r};
     long long n = 1, steps[2] = {8, 8};
+    /* (some of NumPy's loops clear the IEEE flags before they set the ones their result
+       calls for: the flags of the kernel's earlier operations are raised again after it) */
+    int before = fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO);
     npd_ufn[k](args, &n, steps, npd_udata[k]);
+    if (before)
+        feraiseexcept(before);
     return r;
 }
 

@@ -288,7 +288,9 @@ class _Lowering(Opcodes, Slots):
     def merge(self, a: State, b: State) -> State:
         if len(a.stack) != len(b.stack):
             raise Refuse("paths join with stacks of different depths")
-        names = set(a.locals) | set(b.locals)
+        # (in a's order, then b's: not a set's, whose order changes from process to process
+        # and with it the C source, which then misses the disk cache)
+        names = list(a.locals) + [n for n in b.locals if n not in a.locals]
         return State([merge_value(x, y) for x, y in zip(a.stack, b.stack)],
                       {n: merge_local(a.locals.get(n, (None, "no")), b.locals.get(n, (None, "no")))
                        for n in names})

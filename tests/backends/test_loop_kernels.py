@@ -8,7 +8,9 @@ Run on 3.10-3.13 (CI: the whole suite on 3.11 and 3.13, this file in the 3.10 an
 from __future__ import annotations
 
 import math
+import os
 import signal
+import subprocess
 import sys
 import threading
 import warnings
@@ -643,3 +645,28 @@ def test_aliased_arguments_see_each_others_writes(form):
     got = dynamo.compile(shift_through_views, backend="c")(a, b, 3)
     assert np.array_equal(got, expected)
     assert loop_kernels.kernels_for(shift_through_views.__code__)
+
+
+_SOURCE_OF_A_KERNEL = """
+import hashlib, sys, numpy as np
+sys.path.insert(0, {bench!r})
+import dynamo, bench_loops
+from dynamo.loop_kernels import kernels_for
+fn = bench_loops.forward_substitution
+dynamo.compile(fn, backend="c")(np.tril(np.ones((5, 5))) + np.eye(5), np.ones(5))
+print(hashlib.sha256(kernels_for(fn.__code__)[0].source.encode()).hexdigest())
+"""
+
+
+def test_a_kernels_c_source_is_the_same_in_every_process(tmp_path):
+    """The disk cache is keyed by the C text: a text that depended on the order of a set (string
+    hashes change from process to process) made a new process build again half the time."""
+    code = _SOURCE_OF_A_KERNEL.format(bench=str(Path(bench_loops.__file__).parent))
+    digests = set()
+    for seed in ("1", "2", "3", "4"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, DYNAMO_CACHE_DIR=str(tmp_path))
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                              text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+        assert done.returncode == 0, done.stderr[-2000:]
+        digests.add(done.stdout.split()[-1])
+    assert len(digests) == 1, digests

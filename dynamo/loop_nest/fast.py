@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..bytecode_analysis import code_info
+from . import batches
 from .ir import ArrTy, Stmt, Ty
 from .scalars import Refuse, SVal, combine_tags
 from .values import IterV, State
@@ -300,9 +301,12 @@ def emit_copies(lw) -> None:
         # its chunks count for 1/16 of their iterations towards the next poll)
         light = not any(s.kind == "branch" and s.args[1].startswith("E")
                         for s in lw.stmts[mark_at:])
+        found = batches.find(lw, loop, mark_at, lw.batched)
+        lw.batched += len(found)
         lw.stmts[at] = Stmt("fast", (f"L{h}F", it.n, it.stop, it.step, loop.n, loop.end,
                                      tuple(tests), tuple(loop.prelogs),
-                                     loop.outermost, CHUNK, light), loop.placeholder.line)
+                                     loop.outermost, CHUNK, light, tuple(found)),
+                            loop.placeholder.line)
 
 
 def same_exit(lw, checked, ex) -> None:

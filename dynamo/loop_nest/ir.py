@@ -83,7 +83,8 @@ SCALAR_TYPES: dict[type, Ty] = {
 #:   exit    leave the kernel by way out number k
 #:   fast    at an innermost loop's head: when the step is 1 and every test in `tests` holds
 #:           for the next chunk of iterations ``[n, end)``, log the old values of the elements
-#:           `logs` names and run the chunk in the loop's fast copy (`loop_nest.fast`)
+#:           `logs` names, compute the `batches` of ufunc calls (`loop_nest.batches`) and
+#:           run the chunk in the loop's fast copy (`loop_nest.fast`)
 #:   put     array[index] = value, not logged (a fast copy's proven store, an array statement's)
 #:   logview log the old values of a view (address, shape, strides) before it is written
 KINDS = {
@@ -97,7 +98,7 @@ KINDS = {
     "poll": (),
     "exit": ("k",),
     "fast": ("label", "n", "stop", "step", "chunk_n", "chunk_end", "tests", "logs", "outermost",
-             "chunk", "light"),
+             "chunk", "light", "batches"),
     "put": ("array", "offset", "value"),
     "logview": ("ptr", "shape", "strides"),
 }
@@ -123,7 +124,8 @@ class Stmt:
             "exit": lambda: f"    exit {a[0]}",
             "fast": lambda: (f"    fast: if step == 1, chunk [{a[1]}, min({a[1]} + {a[9]}, "
                              f"{a[2]})) and " + " and ".join(a[6] or ("True",))
-                             + f": log {len(a[7])} store(s), goto {a[0]}"),
+                             + f": log {len(a[7])} store(s), batch {len(a[11])} ufunc "
+                             f"call(s), goto {a[0]}"),
             "put": lambda: f"    {a[0]}[{a[1]}] = {a[2]}    # logged before: not here",
             "logview": lambda: f"    log the view at {a[0]} (shape {', '.join(a[1])})",
         }[self.kind]()

@@ -270,6 +270,7 @@ class _Lowering(Opcodes, Slots):
         # pass 2: emit
         self.emitting = True
         self.stmts, self.temps, self.exits, self.ufuncs = [], {}, [], []
+        self.batched = 0  # (ufunc call sites computed a chunk at a time: `batches`)
         self.fast_loops = fast.candidates(self)
         for start in sorted(self.entries):
             self.interpret(start, self.entries[start].copy())

@@ -87,3 +87,50 @@ def test_go_fast_is_a_kernel_with_numpy_bits():
 def test_several_ufuncs_and_arguments_of_other_types():
     check(mixed, RNG.standard_normal(500))
     check(of_ints, 50, kernel=False)
+
+
+def two_calls(a, k):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += np.tanh(a[i]) * np.exp(-a[i - k] * 0.5)  # (i - k: a row the test proves or not)
+    return s
+
+
+def logs_until_big(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        if a[i] > 5.0:
+            break
+        s += np.log(a[i])  # (the batch computes log of the elements after the break too)
+    return s
+
+
+def logs_of_positives(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        if a[i] > 0.0:
+            s += np.log(a[i])  # (the batch computes log of every element, negatives too)
+    return s
+
+
+def _batched(fn) -> bool:
+    from dynamo import loop_kernels
+    return any("batch 1 ufunc" in k.nest.text() or "batch 2 ufunc" in k.nest.text()
+               for k in loop_kernels.kernels_for(fn.__code__))
+
+
+def test_ufunc_calls_of_a_fast_copy_are_computed_a_chunk_at_a_time():
+    check(two_calls, WIDE[:4000] / 100.0, 0)
+    assert _batched(two_calls)
+    check(two_calls, WIDE[:4000] / 100.0, 1)  # (a[-1] for i == 0: the checked loop, wrapping)
+
+
+@pytest.mark.parametrize("fn", [logs_until_big, logs_of_positives])
+def test_a_batch_computes_calls_the_loop_does_not_make_without_a_trace(fn):
+    # NumPy warns for log of a negative: plain Python never computes it here, and neither
+    # warning nor result may change (a batch's spurious flags send the chunk back to Python)
+    a = RNG.random(3000) * 4.0 + 0.5
+    a[2000:2100] = -1.0
+    a[2500] = 7.0
+    check(fn, a)
+    assert _batched(fn)

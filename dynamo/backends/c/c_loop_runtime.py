@@ -220,6 +220,16 @@ static inline double npd_ufunc1(int k, double x) {
     return r;
 }
 
+/* the same on n elements, in place (a fast copy's batch: loop_nest.batches) */
+static inline void npd_ufuncn(int k, double *x, long long n) {
+    char *args[2] = {(char *)x, (char *)x};
+    long long steps[2] = {8, 8};
+    int before = fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO);
+    npd_ufn[k](args, &n, steps, npd_udata[k]);
+    if (before)
+        feraiseexcept(before);
+}
+
 /* NumPy's BLAS ddot (set once the library is loaded: npd_set_ddot) */
 static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
 void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,

@@ -48,6 +48,8 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("fexcept_t flags;")
     decl.append("npd_log undo = {0};")
     decl.append("npd_scratch scratch = {0, 0};")
+    sites = [b[1] for st in nest.stmts if st.kind == "fast" for b in st.args[11]]
+    decl += [f"double *npd_ub{site} = NULL;" for site in sites]
     decl.append("int result = 0;")
     out += ["    " + d for d in decl]
     out.append("    memset(&ret[0], 0, sizeof ret[0]);")
@@ -86,6 +88,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     out.append("    if (caught) npd_release_sigint();")
     out.append("    npd_log_free(&undo);")
     out.append("    free(scratch.data);")
+    out += [f"    free(npd_ub{site});" for site in sites]
     out.append("    return result;")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -219,7 +222,8 @@ def _balanced(expr: str) -> bool:
     return depth == 0
 
 
-def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light) -> str:
+def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light,
+          batches) -> str:
     """The ``fast`` statement (`loop_nest.fast`): the next chunk in the fast copy, when the
     tests hold; its stores' old values logged first."""
     def addr(lg) -> str:
@@ -241,6 +245,15 @@ def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light) ->
         count = f"{ce} - {cn}" if any(along for _, along in lg[1:]) else "1"
         lines.append(f"            if (npd_log_block(&undo, {addr(lg)}, {stride(lg)}, {count}))"
                      " goto npd_deopt;")
+    for k, site, body, arg in batches:  # (the chunk's ufunc calls: `loop_nest.batches`)
+        buf = f"npd_ub{site}"
+        lines.append(f"            if (!{buf} && !({buf} = (double *)malloc({chunk} * "
+                     "sizeof(double)))) goto npd_deopt;")
+        lines.append(f"            for (long long npd_ii = {cn}; npd_ii < {ce}; npd_ii++) {{")
+        lines += [f"                {ctype} {dst} = {expr};" for ctype, dst, expr in body]
+        lines.append(f"                {buf}[npd_ii - {cn}] = {arg};")
+        lines.append("            }")
+        lines.append(f"            npd_ufuncn({k}, {buf}, {ce} - {cn});")
     # (the chunk counts as its iterations towards the next save point, and towards the next
     # poll as its iterations, or a 16th of them when they are light: no array statements)
     weight = f"(unsigned)({ce} - {cn})"

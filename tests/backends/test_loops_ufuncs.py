@@ -134,3 +134,18 @@ def test_a_batch_computes_calls_the_loop_does_not_make_without_a_trace(fn):
     a[2500] = 7.0
     check(fn, a)
     assert _batched(fn)
+
+
+def test_kernels_that_differ_only_in_their_ufunc_keep_their_own():
+    """Two functions with the same name, line and shape, one calling np.tanh and one np.exp:
+    each kernel's table entry is its own (they once shared a library and its table)."""
+    source = ("def twin(a):\n    s = 0.0\n    for i in range(a.shape[0]):\n"
+              "        s += np.{}(a[i])\n    return s\n")
+    twins = {}
+    for name in ("tanh", "exp"):
+        namespace = {"np": np}
+        exec(source.format(name), namespace)
+        twins[name] = namespace["twin"]
+    a = RNG.random(50)
+    for name in ("tanh", "exp", "tanh"):
+        check(twins[name], a)

@@ -111,7 +111,13 @@ class LoopKernel:
         self.fn = getattr(self.library.lib, fname)
         if ddot:
             self.library.lib.npd_set_ddot(self.ffi.cast("void *", ddot))
+        # (the table is the library's: one library, one ufunc per entry, whichever kernel
+        # loaded it; a same-named ufunc of another module is refused, not swapped in)
+        slots = _UFUNC_SLOTS.setdefault(self.library.key, {})
         for k, ufunc in enumerate(nest.ufuncs):
+            if slots.setdefault(k, ufunc) is not ufunc:
+                raise Refuse(f"numpy.{ufunc.__name__}: its kernel's library holds another "
+                             "ufunc of that name")
             found = numpy_ufunc_loop(ufunc)
             if found is None:
                 raise Refuse(f"NumPy's float64 loop of numpy.{ufunc.__name__} was not found")
@@ -280,6 +286,8 @@ class LoopKernel:
         return k, tuple(result), extra
 
 
+#: library key -> {table entry: the ufunc whose loop it holds}
+_UFUNC_SLOTS: dict[str, dict] = {}
 _ddot: list = []
 
 

@@ -11,12 +11,14 @@ same seed gives the same program and arguments on every machine and Python versi
 What the programs contain (the loop nests "loop kernels" compile to C, and every way they must
 stop and leave the rest to Python): ``for`` loops over ``range`` with 1-3 arguments, bounds that
 depend on outer loop variables (``range(i)``, ``range(i + 1, n)``, ``range(n - 1, -1, -1)``),
-nested up to 3 deep; ``while`` loops on a counter (``while j < n and A[j] > s:``, the counter
+nested up to 3 deep, and over the elements of 1-d arrays (``enumerate(A)``,
+``enumerate(zip(A, B))``); ``while`` loops on a counter (``while j < n and A[j] > s:``, the counter
 incremented first thing in the body, so every loop ends); ``break``/``continue``/``return``
 under conditions; ``if``/``elif``/``else`` on scalar comparisons and on array elements, with
 ``and``/``or``/``not``; Python int, Python float and NumPy scalar locals (element reads) with
 ``+ - * / // %``, unary ``-``, ``abs``, ``min``/``max``, ``math.sqrt``, ``math.exp``,
-``math.floor``, ``int()``, ``float()``; augmented assignments on locals, on ``s`` and on
+``math.floor``, ``int()``, ``float()``, NumPy ufuncs on scalars (``np.tanh``, ``np.exp``,
+``np.log1p``, ...: NumPy's own loops in a kernel); augmented assignments on locals, on ``s`` and on
 elements; element reads and writes with index expressions (``A[i - 1]``, ``A[i, j + 1]``,
 negative constants, computed indices, sometimes out of range on purpose).
 

@@ -222,6 +222,7 @@ class _Lowering(Opcodes, Slots):
         self.outer_items: tuple | None = None
         #: the unary ufuncs the loop calls on scalars (`ufunc_slot`)
         self.ufuncs: list = []
+        self.batched = 0  # (ufunc call sites computed a chunk at a time: `batches`)
 
     # the emitter used by `scalars` -------------------------------------------------------------
     def temp(self, ctype: str) -> str:
@@ -410,6 +411,7 @@ class _Lowering(Opcodes, Slots):
             fast.store(self, arr, off, value)
         else:
             self.emit("store", arr.c, off, value)
+
 
 def lower(code: types.CodeType, entry: int, local_types: dict[str, Ty | ArrTy],
           statics: dict[str, Any], name: str = "loop") -> LoopNest:

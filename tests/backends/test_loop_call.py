@@ -114,3 +114,44 @@ def test_aliased_and_read_only_arrays():
         fast, slow = _both(kernel, None, tuple(values[n] for n in kernel.nest.inputs))
         assert _same(fast, slow), (fast, slow)
     check(copy_shifted, ro, A, 4)
+
+
+def running_sums(a, out):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += np.tanh(a[i]) * 0.5
+        out[i] = s
+    return out
+
+
+def tanh_total(a):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += np.tanh(a[i])  # (a batched call: its buffer is the call's, not the kernel's)
+    return s
+
+
+def test_threads_running_one_kernel_at_once_share_nothing():
+    """Each call keeps its state on its own C stack (and its buffers on its own heap): four
+    threads calling the same kernels at once, the GIL released, each get plain's results."""
+    from support.threads import run_in_threads
+    compiled = dynamo.compile(running_sums, backend="c")
+    shift = dynamo.compile(copy_shifted, backend="c")
+    inputs = [RNG.random(20000) * (k + 1) for k in range(4)]
+    expected = [running_sums(a, np.empty_like(a)) for a in inputs]
+    compiled(inputs[0], np.empty_like(inputs[0]))
+    total = dynamo.compile(tanh_total, backend="c")
+    totals = [tanh_total(a) for a in inputs]
+    total(inputs[0])
+    assert any("batch 1 ufunc" in k.nest.text()
+               for k in loop_kernels.kernels_for(tanh_total.__code__))
+
+    def work(k: int) -> None:
+        for _ in range(20):
+            got = compiled(inputs[k], np.empty_like(inputs[k]))
+            assert np.array_equal(got, expected[k])
+            dst = np.zeros(30)
+            assert np.array_equal(shift(dst, inputs[k], 30), inputs[k][:30] + 1.0)
+            assert total(inputs[k]) == totals[k]
+    assert run_in_threads(work, 4) == []
+    assert loop_kernels.kernels_for(running_sums.__code__)

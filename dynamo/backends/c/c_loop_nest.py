@@ -131,7 +131,7 @@ class LoopKernel:
 
     def fast_chunks(self) -> int:
         """How many chunks of iterations ran in fast copies (`loop_nest.fast`), over all calls
-        (counted without a lock: exact when one thread runs the kernel)."""
+        in every thread, of every kernel with this kernel's C text (they share a library)."""
         return int(self.library.lib.npd_fast_chunks())
 
     def __call__(self, iterable: Any, *values: Any) -> tuple:

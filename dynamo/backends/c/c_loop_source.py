@@ -69,7 +69,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
             out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
     out.append("    " + _save(names))
     out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
-    free = _kept_anyway(nest)
+    free = _needs_no_keep(nest)
     for s in nest.stmts:
         out.append(_stmt(s, nest, free))
     # ways out
@@ -130,7 +130,7 @@ _TEMP = re.compile(r"\bt\d+\b")
 _KEEP = "npd_keep("
 
 
-def _kept_anyway(nest: LoopNest) -> set[str]:
+def _needs_no_keep(nest: LoopNest) -> set[str]:
     """The float temporaries whose ``npd_keep`` can go: a branch, a check or a store reads
     them, directly or through other temporaries, so the compiler can neither drop them nor
     (an operation whose IEEE flags are set is never folded when compiling) compute them
@@ -263,7 +263,7 @@ def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light,
     weight = f"(unsigned)({ce} - {cn})"
     lines.append(f"            polls += {weight + ' / 16u' if light else weight};"
                  + (f" saves += {weight};" if outermost else ""))
-    lines.append("            npd_chunks++;")
+    lines.append("            __atomic_fetch_add(&npd_chunks, 1, __ATOMIC_RELAXED);")
     lines.append(f"            goto {label};")
     lines.append("        }")
     lines.append("    }")

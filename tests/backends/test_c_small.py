@@ -97,6 +97,29 @@ def test_outputs_in_a_tuple_in_graph_order_with_repeats():
     assert isinstance(f, _C.SmallKernel) and same_bits(got, want)
 
 
+def _cse_outputs_around_numpy_loop(a):
+    v1 = 1 + a
+    v2 = 1 + a  # the same expression as v1: one value in the kernel, two outputs
+    return np.cos(v1), v1, v2
+
+
+@pytest.mark.parametrize("fn", [_cse_outputs_around_numpy_loop,
+                                lambda a: (np.exp(a), a * 2.0, np.exp(a), a * 2.0)])
+@pytest.mark.parametrize("shape", [(), (10,), (5000,), (20_000,)])
+@pytest.mark.parametrize("small", [True, False])
+def test_equal_outputs_each_stored_when_a_numpy_loop_splits_the_kernel(fn, shape, small):
+    """Regression (fuzz, test_differential[c]): with NumPy-loop math (cos, exp) the kernel's
+    element loop is staged (`c_loops.element_loop`); outputs that are one expression each
+    get their own store (not one store written twice and one output left unwritten)."""
+    x = np.full(shape, -3.5)  # a 0-d array for shape ()
+    x += rand(shape)
+    gm, f = build(fn, [x], small_kernels=small)
+    assert isinstance(f, _C.SmallKernel) == small
+    for _ in range(2):
+        got, want = f(x), gm.forward(x)
+        assert same_bits(got, want), (got, want)
+
+
 def test_arguments_the_kernel_does_not_read_and_reordered_operands():
     x, y, z = rand(6), rand(6), rand(6)
     gm, f = build(lambda a, b, c: c * 2.0 - a, [x, y, z])

@@ -75,6 +75,9 @@ def element_loop(stores: list[tuple[Value, str]], load: Callable[[Load], str], i
                  preset: dict | None = None) -> list[str]:
     """The loop ``for (j = lo; j < hi; j++)`` computing ``stores`` (value, C lvalue) and
     keeping ``forced`` values alive (`c_flags.forced_values`), under ``pragma`` (e.g. ``omp simd``).
+    ``stores`` may hold equal values (two graph outputs that are one expression, ``1 + a``
+    twice: Values are equal by structure) with different lvalues: each pair is one store, so
+    stores are never looked up by value.
 
     Without `NUMPY_LOOP` math it is one loop of `body_lines`. With it, the range is cut into
     blocks of `CHUNK` elements and each block into *stages*: a stage is a plain loop over the
@@ -121,7 +124,6 @@ def element_loop(stores: list[tuple[Value, str]], load: Callable[[Load], str], i
          f"{inner}const int64_t c1 = c0 + {CHUNK} < {hi} ? c0 + {CHUNK} : {hi};"]
     L += [f"{inner}{ctype(v.dtype)} t{index[v]}[{CHUNK}] __attribute__((aligned(64)));"
           for v in order if v in buffered or calls_numpy(v) and v not in preset]
-    store_at = {v: lv for v, lv in stores}
     for s in range(last + 1):
         for v in order:  # the NumPy loops whose operands are now complete
             if calls_numpy(v) and v not in preset and home[v] == s:
@@ -149,8 +151,7 @@ def element_loop(stores: list[tuple[Value, str]], load: Callable[[Load], str], i
                 L.append(f"{inner}    t{index[v]}[j - c0] = v{index[v]};")
         L += keep_lines([v for v in forced if v in names and home.get(v, 0) == s
                          and not calls_numpy(v)], names, inner + "    ")
-        L += [f"{inner}    {store_at[v]} = {names[v]};" for v in values
-              if home.get(v, 0) == s]
+        L += [f"{inner}    {lv} = {names[v]};" for v, lv in stores if home.get(v, 0) == s]
         L.append(f"{inner}}}")
     return L + [f"{indent}}}"]
 

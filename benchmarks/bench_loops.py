@@ -11,9 +11,10 @@ call and on a warm one: ``WRONG`` marks one that does not (and leaves it out of 
 
 The programs are loops over elements as a user writes them, one function object per program,
 unchanged for every column (npdynamo compiles a copy on a new code object per column, so no
-column reuses another's cache): six written here (a linear recurrence, bitwise CRC-32 over
+column reuses another's cache): nine written here (a linear recurrence, bitwise CRC-32 over
 Python ints, scalar forward substitution, counting points in a circle, Newton square roots in a
-``while`` loop, a 1-D stencil over element loops) and the NPBench-style kernels of
+``while`` loop, a 1-D stencil over element loops, a sliding-window range and prefix means by
+reductions of slices, a per-element helper function) and the NPBench-style kernels of
 `loop_kernels.py` at the benchmark suite's sizes (`suite/`; ``--quick``: its test sizes).
 Timing is `run_suite.measure`'s: everything in this one process, rounds that time every column
 once (each timed call after untimed warm calls of the same column), best of the rounds.
@@ -110,6 +111,37 @@ def stencil_1d(u0, steps):
     return u
 
 
+def window_range(x, k):
+    out = np.empty(len(x) - k + 1)
+    for i in range(len(x) - k + 1):
+        out[i] = x[i:i + k].max() - x[i:i + k].min()
+    return out
+
+
+def prefix_means(x):
+    out = np.empty(len(x))
+    for i in range(len(x)):
+        out[i] = x[:i + 1].sum() / (i + 1)
+    return out
+
+
+def _clip(v, lo, hi):
+    if v < lo:
+        return lo
+    if v > hi:
+        return hi
+    return v
+
+
+def soft_limit(x):
+    """A helper function called per element (a kernel inlines it; Numba needs it decorated
+    too, so ``numba.njit`` of this unchanged function fails)."""
+    out = np.empty_like(x)
+    for i in range(x.shape[0]):
+        out[i] = _clip(x[i] * 3.0, -1.0, 1.0)
+    return out
+
+
 def _lower(n):
     return np.tril(rng(72).random((n, n))) + n * np.eye(n)
 
@@ -129,6 +161,12 @@ PROGRAMS: list[Kernel] = [
            small=200, bench=2_000),
     Kernel("stencil_1d", "loop", stencil_1d, lambda n: (rng(77).random(n), 2 * n),
            small=50, bench=200),
+    Kernel("window_range", "loop", window_range, lambda n: (rng(78).random(n), 16),
+           small=2_000, bench=20_000),
+    Kernel("prefix_means", "loop", prefix_means, lambda n: (rng(79).random(n),),
+           small=300, bench=3_000),
+    Kernel("soft_limit", "loop", soft_limit, lambda n: (rng(80).standard_normal(n),),
+           small=10_000, bench=100_000),
     # loop_kernels.py's kernels, with the sizes the suite gives them
     *suite.select(",".join(name for name, _, _ in LOOP_KERNELS)),
 ]

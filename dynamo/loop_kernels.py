@@ -157,9 +157,15 @@ def _value_type(value: Any, name: str) -> Ty | ArrTy:
 
 
 def _statics(tx, names: set[str]) -> dict[str, Any]:
-    """The objects the loop's globals name, guarded (`tx.load_global`)."""
-    found = {}
-    for name in names:
+    """The objects the loop's globals name, guarded (`tx.load_global`), with those of the
+    functions of this module it may inline (`loop_nest.inline`), theirs, and so on."""
+    found: dict[str, Any] = {}
+    work, seen = list(names), set()
+    while work:
+        name = work.pop()
+        if name in seen:
+            continue
+        seen.add(name)
         if name in tx.frame.f_globals:
             obj = tx.frame.f_globals[name]
         elif name in tx.frame.f_builtins:
@@ -169,6 +175,9 @@ def _statics(tx, names: set[str]) -> dict[str, Any]:
         if not isinstance(obj, types.ModuleType) and not callable(obj):
             continue  # (an array or a number the loop reads as a global: not lowered)
         found[name] = obj
+        if isinstance(obj, types.FunctionType) and obj.__globals__ is tx.frame.f_globals:
+            work += [compat.global_name(inst) for inst in code_info(obj.__code__).instructions
+                     if inst.name == "LOAD_GLOBAL"]
     return found
 
 
@@ -196,12 +205,14 @@ def plan(tx, index: int) -> "KernelPlan | None":
                         if inst.name == "LOAD_GLOBAL"}
         statics = _statics(tx, global_names)
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
-               tuple(sorted((n, id(o)) for n, o in statics.items())))
+               tuple(sorted((n, id(o), id(getattr(o, "__code__", None)))
+                            for n, o in statics.items())))
         built = _built.setdefault(code, {})
         kernel = built.get(key)
         if kernel is None:
             nest = lower(code, index, types_, statics,
-                         name=f"{code.co_name}_line{instrs[index].lineno}")
+                         name=f"{code.co_name}_line{instrs[index].lineno}",
+                         globals_dict=tx.frame.f_globals)
             kernel = built[key] = LoopKernel(nest)
     except Refuse as exc:
         log.info("the loop at %s:%s is not a kernel: %s", code.co_filename,

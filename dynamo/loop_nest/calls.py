@@ -19,8 +19,9 @@ from . import scalars as S
 from .ir import CTYPE, Ty
 from .scalars import Refuse, SVal
 from . import items as item_loops
+from . import reductions
 from .slices import dot
-from .values import AVal, RangeV, TupleV
+from .values import AVal, MethodV, RangeV, TupleV
 
 __all__ = ["call"]
 
@@ -30,6 +31,12 @@ _NUMPY_CALLS = {np.sqrt: "sqrt", np.fabs: "fabs", np.floor: "floor", np.ceil: "c
                 np.trunc: "trunc"}
 
 def call(self, fn, args: list):
+    if isinstance(fn, MethodV):
+        if args:
+            raise Refuse(f".{fn.name}() with arguments")
+        return reductions.reduce(self, fn.name, fn.obj)
+    if _hashable(fn) and fn in reductions.METHODS and len(args) == 1:
+        return reductions.reduce(self, reductions.METHODS[fn], args[0])
     kind = _BUILTIN_CALLS.get(fn) if _hashable(fn) else None
     if kind == "range":
         if not 1 <= len(args) <= 3:
@@ -87,6 +94,9 @@ def call(self, fn, args: list):
         return S.math_call(self, _NUMPY_CALLS[fn], self.scalar(args[0]), numpy=True)
     if isinstance(fn, np.ufunc) and len(args) == 1:
         return S.ufunc_call(self, self.ufunc_slot(fn), fn.__name__, self.scalar(args[0]))
+    if isinstance(fn, types.FunctionType):
+        raise Refuse(f"a call of {fn.__qualname__}(), a function of another module (only the "
+                     "loop's own module's functions are inlined)")
     raise Refuse(f"a call of {getattr(fn, '__qualname__', fn)!r}")
 
 

@@ -17,6 +17,8 @@ deoptimise; the target's elements written before that are put back by the undo l
 
 from __future__ import annotations
 
+import numpy as np
+
 from .scalars import BIG, Refuse, SVal
 from .values import ElemExpr, SliceV
 
@@ -38,10 +40,16 @@ def _scalar_double(em, v: SVal) -> str:
     return f"(double){v.c}"
 
 
+def _float64(view: SliceV) -> None:
+    if view.base.ty.dtype != np.dtype(np.float64):
+        raise Refuse(f"an array expression over a {view.base.ty.dtype} array (only float64)")
+
+
 def _leaf(em, v):
     if isinstance(v, ElemExpr):
         return v.tree, v.shape
     if isinstance(v, SliceV):
+        _float64(v)
         return ("view", v), v.shape
     if isinstance(v, SVal):
         return ("scalar", _scalar_double(em, v)), None
@@ -120,6 +128,7 @@ def store_view(em, target: SliceV, value, inplace: str | None = None) -> None:
     """``target[...] = value`` (`inplace` None) or ``target op= value``, element by element
     after the whole right side is computed (see the module docstring)."""
     em.dirty = True
+    _float64(target)
     if isinstance(value, SVal) and inplace is None:
         tree, shape = ("scalar", _scalar_double(em, value)), target.shape
     else:

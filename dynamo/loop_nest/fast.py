@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..bytecode_analysis import code_info
-from . import batches
+from . import batches, inline
 from .ir import ArrTy, Stmt, Ty
 from .scalars import Refuse, SVal, combine_tags
 from .values import IterV, State
@@ -71,6 +71,12 @@ class FastLoop:
     placeholder: Stmt | None = None
     prechecks: dict = field(default_factory=dict)
     prelogs: dict = field(default_factory=dict)
+    #: the inlined frames its body calls (`inline`: loop-free; their blocks are in the copy)
+    frames: frozenset = frozenset()
+
+    def holds(self, pos: int) -> bool:
+        """Is the block at `pos` one of the loop's (its own, or an inlined call's)?"""
+        return self.header <= pos <= self.back or pos >> inline.SHIFT in self.frames
 
     @property
     def n(self) -> str:
@@ -101,13 +107,17 @@ def candidates(lw) -> dict[int, FastLoop]:
     info = code_info(lw.code)
     instrs = info.instructions
     found = {}
+    own = len(instrs)  # (positions past it are inlined calls' instructions: `inline`)
     for h in sorted(lw.headers):
-        if instrs[h].name != "FOR_ITER":
+        if h >= own or instrs[h].name != "FOR_ITER":
             continue
-        back = max(i for i in lw.region if instrs[i].has_jump() and info.target(i) == h
-                   and i >= h)
+        back = max(i for i in lw.region if i < own and instrs[i].has_jump()
+                   and info.target(i) == h and i >= h)
         if any(other != h and h < other <= back for other in lw.headers):
             continue  # (not innermost)
+        frames = _frames_called(lw, h, back)
+        if frames is None:
+            continue  # (an inlined call with a loop of its own: not innermost)
         first = _stored(instrs[h + 1])
         if len(first) != 1 or instrs[h + 1].name != "STORE_FAST":
             continue
@@ -117,8 +127,26 @@ def candidates(lw) -> dict[int, FastLoop]:
         induction = first[0]
         if stored.count(induction) != 1:
             continue
+        for frame in frames:  # (a callee's locals change at every call)
+            stored += [*frame.params, *frame.others]
         found[h] = FastLoop(h, back, induction, frozenset(stored), _counters(instrs, h, back),
-                            outermost=h == lw.header)
+                            outermost=h == lw.header,
+                            frames=frozenset(f.number for f in frames))
+    return found
+
+
+def _frames_called(lw, h: int, back: int) -> list | None:
+    """The inlined frames the loop's body calls, theirs and so on; None when one of them has
+    a loop (then the loop is not innermost)."""
+    frames = lw.instrs.frames
+    found = [f for pos, f in frames.items() if h < pos <= back and not pos >> inline.SHIFT]
+    k = 0
+    while k < len(found):
+        frame = found[k]
+        if any(pos >> inline.SHIFT == frame.number for pos in lw.headers):
+            return None
+        found += [f for pos, f in frames.items() if pos >> inline.SHIFT == frame.number]
+        k += 1
     return found
 
 
@@ -280,7 +308,7 @@ def emit_copies(lw) -> None:
         lw.fast, lw.lin, lw.arr_local, lw.counter = loop, {}, {}, {}
         try:
             for start in sorted(lw.entries):
-                if h <= start <= loop.back:
+                if loop.holds(start):
                     lw.exit_seq = list(lw.block_exits.get(start, ()))
                     lw.interpret(start, lw.entries[start].copy())
         except Refuse:
@@ -323,7 +351,7 @@ def same_exit(lw, checked, ex) -> None:
 def label(lw, target: int) -> str:
     """A block's label: in a fast copy, the copy's blocks end in ``F``."""
     loop = lw.fast
-    if loop is not None and loop.header <= target <= loop.back:
-        return f"L{target}F"
-    return f"L{target}"
+    if loop is not None and loop.holds(target):
+        return f"{inline.label(target)}F"
+    return inline.label(target)
 

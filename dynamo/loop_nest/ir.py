@@ -168,7 +168,9 @@ class LoopNest:
     #: the outermost loop iterates over 1-d arrays (`loop_nest.items`): (how many arrays,
     #: enumerated, zipped); None for a range or a ``while``
     items: tuple | None = None
-    #: the unary ufuncs whose NumPy float64 loops it calls (``npd_ufunc1(k, x)``: entry k)
+    #: the NumPy inner loops it calls, entry k of its table: ``(ufunc, signature, how)``, how
+    #: ``"call"`` (a unary float64 ufunc on a scalar: ``npd_ufunc1(k, x)``) or a reduction of
+    #: a 1-d view (``"sum"``, ``"max"``, ``"min"``: ``npd_reduce``, `loop_nest.reductions`)
     ufuncs: tuple = ()
 
     @property

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from .. import compat
+from . import inline
 from .ir import CTYPE, DTYPES, Ty
 from .scalars import Refuse, SVal
 from .values import AVal, ItemIterV, ItemsV, State, TupleV
@@ -65,11 +66,12 @@ def step(lw, i: int, it: ItemIterV, st: list, state: State):
     done_state = State(list(st), dict(state.locals))
     body_state = State(list(st), dict(state.locals))
     if lw.emitting:
-        lw.emit("branch", f"({cond})", f"L{i}_done", f"L{i}_body")
-        lw.emit("label", f"L{i}_done")
+        here = inline.label(i)
+        lw.emit("branch", f"({cond})", f"{here}_done", f"{here}_body")
+        lw.emit("label", f"{inline.label(i)}_done")
     edges = [lw.edge(exhausted, done_state)]
     if lw.emitting:
-        lw.emit("label", f"L{i}_body")
+        lw.emit("label", f"{inline.label(i)}_body")
     items = []
     for a in it.arrs:
         fam = DTYPES[a.ty.dtype]

@@ -31,13 +31,13 @@ from typing import Any
 
 from .. import compat
 from ..bytecode_analysis import code_info
-from . import fast, scalars
+from . import fast, inline, scalars
 from . import items as item_loops
-from .ir import ArrTy, Exit, LoopNest, Stmt, Ty
+from .ir import CTYPE, ArrTy, Exit, LoopNest, Stmt, Ty
 from .opcodes import Opcodes
 from .scalars import Refuse, SVal
 from .slots import Slots
-from .values import ItemIterV, RangeV, State, merge_local, merge_value
+from .values import ItemIterV, RangeV, State, Unbound, merge_local, merge_value
 
 __all__ = ["lower", "Refuse", "loop_at", "LoopSite", "range_statement", "region"]
 
@@ -168,10 +168,16 @@ def range_statement(info, get_iter: int) -> int | None:
 class _Lowering(Opcodes, Slots):
     """One abstract interpretation of the loop (see the module docstring)."""
 
-    def __init__(self, code, entry, local_types, statics, name):
+    def __init__(self, code, entry, local_types, statics, name, globals_dict=None):
         self.info = code_info(code)
         self.code = code
-        self.instrs = self.info.instructions
+        #: the instructions by position: the loop's code, then every inlined call's (`inline`)
+        self.instrs = inline.Positions(self.info)
+        self.globals_dict = globals_dict
+        #: the positions of the calls inlined so far
+        self.inlined: set[int] = set()
+        #: every local stored, and its type (an inlined callee's may live in one block only)
+        self.stored: dict[str, tuple] = {}
         found = loop_at(code, entry)
         if found is None:
             raise Refuse("no loop starts here")
@@ -188,6 +194,7 @@ class _Lowering(Opcodes, Slots):
         self.entries: dict[int, State] = {}
         self.exits: list[tuple[Exit, State]] = []
         jumps = [i for i in self.region if self.instrs[i].has_jump()]
+        self.region = set(self.region)
         self.headers = {self.info.target(i) for i in jumps if self.info.target(i) <= i}
         # (every place a block starts: jump targets, where a range runs out, the header)
         self.targets = {self.info.target(i) for i in jumps} | {self.header} | {
@@ -277,11 +284,18 @@ class _Lowering(Opcodes, Slots):
             self.interpret(start, self.entries[start].copy())
         fast.emit_copies(self)
         kinds = {}
-        for name, (ty, _) in self.merged_locals.items():
-            if ty is not None:
+        for name, (ty, _) in {**self.stored, **self.merged_locals}.items():
+            if ty is None:
+                continue
+            if not inline.is_callee_local(name):
                 kinds[name] = ty
+                continue
+            # (an inlined callee's local: a C variable of the kernel, not the frame's)
+            self.temps[f"L_{name}"] = "npd_arr" if isinstance(ty, ArrTy) else CTYPE[ty.fam]
+            self.temps.update({f"{v}_{name}": "int" for v, names in (
+                ("T", self.tagged), ("B", self.flagged)) if name in names})
         nest = LoopNest(self.name, self.site, self.instrs[self.entry].lineno,
-                        kinds, self.tagged, self.flagged,
+                        kinds, self.tagged & set(kinds), self.flagged & set(kinds),
                         tuple(n for n in kinds if n in self.local_types), self.stmts, self.temps,
                         [ex for ex, _ in self.exits], dict(self.used_statics),
                         self.outer_items, tuple(self.ufuncs))
@@ -342,7 +356,11 @@ class _Lowering(Opcodes, Slots):
                 self.line = inst.lineno
             if not state.stack:  # (a statement may start here: see `return_exit`)
                 self.clean, self.dirty = i, False
-            out = self.step(i, inst, state)
+            try:
+                out = self.step(i, inst, state)
+            except Unbound as exc:  # (until a path that binds it joins here, if one does)
+                self.check("1", f"local {exc} is unbound (UnboundLocalError)")
+                return edges
             if out is not None:
                 return out
             i += 1
@@ -379,15 +397,17 @@ class _Lowering(Opcodes, Slots):
             self.emit("exit", len(self.exits))
             self.block_exits.setdefault(self.block, []).append(len(self.exits))
 
-    def ufunc_slot(self, fn) -> int:
-        """The entry of unary ufunc `fn` in the kernel's table of NumPy float64 loops."""
-        if fn not in self.ufuncs:
-            if fn.nin != 1 or fn.nout != 1 or "d->d" not in fn.types:
+    def ufunc_slot(self, fn, sig: str = "d->d", how: str = "call") -> int:
+        """The entry of ufunc `fn`'s loop for `sig` in the kernel's table of NumPy loops (a
+        unary float64 call, or the loop a reduction folds with: `LoopNest.ufuncs`)."""
+        entry = (fn, sig, how)
+        if entry not in self.ufuncs:
+            if how == "call" and (fn.nin != 1 or fn.nout != 1 or sig not in fn.types):
                 raise Refuse(f"numpy.{fn.__name__} has no one-argument float64 loop")
             if len(self.ufuncs) == 16:
                 raise Refuse("more than 16 NumPy functions in one loop")
-            self.ufuncs.append(fn)
-        return self.ufuncs.index(fn)
+            self.ufuncs.append(entry)
+        return self.ufuncs.index(entry)
 
     def iterate_items(self, i: int, x) -> ItemIterV:
         """GET_ITER of 1-d arrays (`items`); the outermost loop's kind goes with the nest."""
@@ -414,6 +434,8 @@ class _Lowering(Opcodes, Slots):
 
 
 def lower(code: types.CodeType, entry: int, local_types: dict[str, Ty | ArrTy],
-          statics: dict[str, Any], name: str = "loop") -> LoopNest:
-    """The loop of `code` entered at instruction `entry` as a `LoopNest` (or `Refuse`)."""
-    return _Lowering(code, entry, local_types, statics, name).run()
+          statics: dict[str, Any], name: str = "loop", globals_dict: dict | None = None
+          ) -> LoopNest:
+    """The loop of `code` entered at instruction `entry` as a `LoopNest` (or `Refuse`); the
+    frame's `globals_dict` names the module whose functions are inlined (`inline`)."""
+    return _Lowering(code, entry, local_types, statics, name, globals_dict).run()

@@ -15,12 +15,13 @@ from .. import compat
 from . import scalars as S
 from .ir import CTYPE, DTYPES, ArrTy, Exit, Ty
 from .scalars import Refuse, SVal
-from . import elementwise, fast
+from . import elementwise, fast, inline
 from . import items as item_loops
 from .calls import call
+from .reductions import REDUCTIONS
 from .slices import dot, slice_view
-from .values import (NULL, AVal, ItemIterV, IterV, Null, RangeV, ShapeV, SliceIdx, SliceV, State,
-                     Static, TupleV, merge_local)
+from .values import (NULL, AVal, ItemIterV, IterV, MethodV, Null, RangeV, ShapeV, SliceIdx, SliceV,
+                     State, Static, TupleV, Unbound, merge_local)
 
 __all__ = ["Opcodes"]
 
@@ -101,6 +102,8 @@ class Opcodes:
             others = [v for v in below if not isinstance(v, (Static, Null))]
             if len(fns) != 1 or others:
                 raise Refuse("a call of something other than a known function")
+            if inline.inlinable(self, fns[0].obj):  # (a Python function of this module)
+                return inline.enter(self, i, fns[0].obj, args, state)
             st.append(call(self, fns[0].obj, args))
             return None
         if name == "BINARY_OP" or name.startswith(("BINARY_", "INPLACE_")) and (
@@ -204,14 +207,11 @@ class Opcodes:
             raise Refuse("END_FOR reached (unexpected)")
         if "JUMP" in name:
             return self.jump(i, inst, state)
-        if name == "RETURN_VALUE":
-            v = st.pop()
+        if name in ("RETURN_VALUE", "RETURN_CONST"):
+            v = st.pop() if name == "RETURN_VALUE" else inline.returned_constant(inst.arg)
+            if i >> inline.SHIFT:  # (in an inlined call)
+                return inline.leave(self, i, v, state)
             self.return_exit(v, state)
-            return []
-        if name == "RETURN_CONST":
-            value = inst.arg
-            self.return_exit(Static(None) if value is None else S.constant(value)
-                             if isinstance(value, (int, float)) else TupleV(()), state)
             return []
         raise Refuse(f"the bytecode {name} is not lowered")
 
@@ -230,27 +230,6 @@ class Opcodes:
             raise Refuse(f"a return of a {type(v).__name__} computed across a branch")
         self.exit(ex, State([], state.locals))
 
-    def stack_op(self, inst, st: list) -> None:
-        name = inst.name
-        if name == "NOP":
-            return
-        if name == "POP_TOP":
-            st.pop()
-        elif name == "COPY":
-            st.append(st[-inst.arg])
-        elif name == "SWAP":
-            st[-1], st[-inst.arg] = st[-inst.arg], st[-1]
-        elif name == "DUP_TOP":
-            st.append(st[-1])
-        elif name == "DUP_TOP_TWO":
-            st.extend(st[-2:])
-        elif name == "ROT_TWO":
-            st[-1], st[-2] = st[-2], st[-1]
-        elif name == "ROT_THREE":
-            st[-3:] = [st[-1], st[-3], st[-2]]
-        elif name == "ROT_FOUR":
-            st[-4:] = [st[-1], st[-4], st[-3], st[-2]]
-
     def whole(self, v):
         """An array as the view of all of it (in an array expression); anything else as is."""
         return slice_view(self, v, ()) if isinstance(v, AVal) else v
@@ -263,6 +242,8 @@ class Opcodes:
     # locals
     def load_local(self, name: str, state: State):
         ty, bound = state.locals.get(name, (None, "no"))
+        if ty is None and bound == "no":
+            raise Unbound(name)  # (on every path here: the block deoptimises, `lower`)
         if ty is None:
             raise Refuse(f"local {name!r} is read where it is unbound (or not a number or an "
                          "array)")
@@ -295,7 +276,7 @@ class Opcodes:
         old = state.locals.get(name)
         if old is not None and old[0] is not None:
             merge_local(old, (ty, "yes"))  # (raises when the family changes)
-        state.locals[name] = (ty, "yes")
+        state.locals[name] = self.stored[name] = (ty, "yes")
         if self.emitting:
             self.assign(f"L_{name}", v.c)
             if name in self.tagged:
@@ -319,6 +300,10 @@ class Opcodes:
             st.append(Static(value))
             if method and compat.NULL_AFTER_CALLABLE:
                 st.append(NULL)
+            return
+        if method and isinstance(obj, (AVal, SliceV)) and attr in REDUCTIONS:
+            st.extend([Static(MethodV(attr, obj)), NULL] if compat.NULL_AFTER_CALLABLE
+                      else [NULL, Static(MethodV(attr, obj))])
             return
         if isinstance(obj, AVal) and not method:
             if attr == "shape":
@@ -430,16 +415,17 @@ class Opcodes:
             raise Refuse("FOR_ITER over something other than a range iterator")
         if self.emitting and i in self.fast_loops:
             fast.mark(self, i, it)
-        exhausted = self.info.target(i) + compat.loop_exit_skip()
+        exhausted = self.instrs.target(i) + compat.loop_exit_skip()
         cond = f"({it.step} > 0 ? {it.n} >= {it.stop} : {it.n} <= {it.stop})"
         done_state = State(list(st), dict(state.locals))
         body_state = State(list(st), dict(state.locals))
         if self.emitting:
-            self.emit("branch", cond, f"L{i}_done", f"L{i}_body")
-            self.emit("label", f"L{i}_done")
+            here = inline.label(i)
+            self.emit("branch", cond, f"{here}_done", f"{here}_body")
+            self.emit("label", f"{here}_done")
         edges = [self.edge(exhausted, done_state)]
         if self.emitting:
-            self.emit("label", f"L{i}_body")
+            self.emit("label", f"{here}_body")
         item, nxt = self.temp("long long"), self.temp("long long")
         self.assign(item, it.n)
         self.check(f"__builtin_add_overflow({it.n}, {it.step}, &{nxt})", "a range beyond int64")
@@ -450,7 +436,7 @@ class Opcodes:
 
     def jump(self, i: int, inst, state: State):
         name = inst.name
-        target = self.info.target(i)
+        target = self.instrs.target(i)
         st = state.stack
         if name in ("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_ABSOLUTE", "JUMP_BACKWARD_NO_INTERRUPT",
                     "JUMP", "JUMP_NO_INTERRUPT"):

@@ -36,8 +36,8 @@ from typing import Any, Protocol
 
 from .ir import CTYPE, Ty
 
-__all__ = ["SVal", "Emit", "Refuse", "binary", "compare", "unary", "truth", "convert",
-           "math_call", "combine_tags", "MATH_FUNCTIONS", "BIG"]
+__all__ = ["SVal", "Emit", "Refuse", "float_result", "binary", "compare", "unary", "truth",
+           "convert", "math_call", "combine_tags", "MATH_FUNCTIONS", "BIG"]
 
 #: beyond this, an int64 converts to double inexactly (Python compares and divides exactly)
 BIG = 1 << 53
@@ -97,9 +97,10 @@ def _as_double(em: Emit, v: SVal) -> str:
     return f"(double){v.c}"
 
 
-def _float(em: Emit, tag: tuple[str, str | None], expr: str) -> SVal:
+def float_result(em: Emit, tag: tuple[str, str | None], expr: str) -> SVal:
     """A float result, kept (see the module docstring: its IEEE flags are tested later)."""
     return _new(em, "float", tag, f"npd_keep({expr})")
+
 
 
 _INT_OPS = {"+": "__builtin_add_overflow", "-": "__builtin_sub_overflow",
@@ -115,23 +116,23 @@ def binary(em: Emit, op: str, a: SVal, b: SVal) -> SVal:
     if op == "/":
         x, y = _as_double(em, a), _as_double(em, b)
         em.check(f"({y} == 0.0)", "division by zero")
-        return _float(em, tag, f"{x} / {y}")
+        return float_result(em, tag, f"{x} / {y}")
     if "float" in fams:
         if op in ("&", "|", "^", "<<", ">>"):
             raise Refuse(f"{op} of a float raises TypeError")
         x, y = _as_double(em, a), _as_double(em, b)
         if op in ("+", "-", "*"):
-            return _float(em, tag, f"{x} {op} {y}")
+            return float_result(em, tag, f"{x} {op} {y}")
         if op in ("//", "%"):
             em.check(f"({y} == 0.0)", "floor division or modulo by zero")
             fn = "npd_floordiv_f64" if op == "//" else "npd_mod_f64"
-            return _float(em, tag, f"{fn}({x}, {y})")
+            return float_result(em, tag, f"{fn}({x}, {y})")
         if op == "**":
             # (Python: a negative base to a fractional power is complex; 0 to a negative power
             # raises; NumPy warns: both left to Python)
             em.check(f"(({x} < 0.0 && {y} != floor({y})) || ({x} == 0.0 && {y} < 0.0))",
                      "a power Python makes complex or an error")
-            return _float(em, tag, f"npd_pow({x}, {y})")
+            return float_result(em, tag, f"npd_pow({x}, {y})")
         raise Refuse(f"operator {op} on floats is not lowered")
     # ints and Python bools (as ints)
     if op in _INT_OPS:
@@ -189,7 +190,7 @@ def unary(em: Emit, op: str, v: SVal) -> SVal:
         expr = {"-": f"-{v.c}", "+": v.c, "abs": f"fabs({v.c})"}.get(op)
         if expr is None:
             raise Refuse(f"{op} of a float raises TypeError")
-        return _float(em, tag, expr)
+        return float_result(em, tag, expr)
     if op in ("-", "abs"):
         em.check(f"({v.c} == LLONG_MIN)", "int64 overflow in negation")
     expr = {"-": f"-{v.c}", "+": v.c, "~": f"~{v.c}", "abs": f"llabs({v.c})"}[op]
@@ -225,12 +226,12 @@ def math_call(em: Emit, name: str, v: SVal, numpy: bool = False) -> SVal:
         if name not in ("sqrt", "fabs", "floor", "ceil", "trunc"):
             raise Refuse(f"numpy.{name} on a scalar is not lowered (NumPy's own loop computes "
                          "other bits than the C library)")
-        return _float(em, ("np", None), f"{name}({x})")
+        return float_result(em, ("np", None), f"{name}({x})")
     if name in _INT_RESULT:
         em.check(f"!({x} > -9.2e18 && {x} < 9.2e18)", f"math.{name} of a NaN, an infinity or a "
                  "big float")
         return _new(em, "int", ("py", None), f"(long long){name}({x})")
-    return _float(em, ("py", None), f"{name}({x})")
+    return float_result(em, ("py", None), f"{name}({x})")
 
 
 def ufunc_call(em: Emit, k: int, name: str, v: SVal) -> SVal:
@@ -239,7 +240,7 @@ def ufunc_call(em: Emit, k: int, name: str, v: SVal) -> SVal:
     scalar: NumPy's bits and IEEE flags, whatever SIMD code it picked for this CPU."""
     if v.ty.fam != "float":
         raise Refuse(f"numpy.{name} of a {v.ty} (NumPy may pick another loop than float64's)")
-    return _float(em, ("np", None), f"npd_ufunc1({k}, {v.c})")
+    return float_result(em, ("np", None), f"npd_ufunc1({k}, {v.c})")
 
 
 def constant(value: Any) -> SVal:

@@ -2,8 +2,9 @@
 
 In: an array (`values.AVal`) and an index holding one slice (``A[i, :j]``, ``A[:j, j]``,
 ``x[:i]``), or two such slices under ``np.dot`` or ``@``; the emitter of `lower._Lowering`. Out:
-a one-dimensional view (`values.SliceV`: first element's address, length, stride) or the dot
-product, a NumPy float64.
+a view (`values.SliceV`: first element's address, lengths, strides) of a float64 or int64 array
+(its users check the dtype: `reductions` takes both, the others float64) or the dot product, a
+NumPy float64.
 
 A slice's bounds are Python's: ``None`` is the start or the end, a negative bound counts from
 the end, then both are clipped to the axis; the length is never negative. Only steps of 1.
@@ -42,8 +43,8 @@ def _bound(em, v, default: str, dim: str) -> str:
 
 def slice_view(em, arr: AVal, items: tuple) -> SliceV:
     """``arr[items]``: slices and ints, one per axis (a missing trailing one is ``:``)."""
-    if arr.ty.dtype != np.dtype(np.float64):
-        raise Refuse("a slice of an array other than float64")
+    if arr.ty.dtype not in (np.dtype(np.float64), np.dtype(np.int64)):
+        raise Refuse("a slice of an array other than float64 or int64")
     items = tuple(items) + (SliceIdx(None, None),) * (arr.ty.ndim - len(items))
     if len(items) != arr.ty.ndim:
         raise Refuse("more indices than the array has axes")
@@ -73,8 +74,9 @@ def slice_view(em, arr: AVal, items: tuple) -> SliceV:
 
 def dot(em, a, b, matmul: bool) -> SVal:
     """``np.dot(a, b)`` (`matmul` False) or ``a @ b`` of two float64 vector slices."""
-    if not (isinstance(a, SliceV) and isinstance(b, SliceV) and len(a.shape) == len(b.shape) == 1):
-        raise Refuse("a dot product of values other than two vector slices")
+    if not (isinstance(a, SliceV) and isinstance(b, SliceV) and len(a.shape) == len(b.shape) == 1
+            and a.base.ty.dtype == b.base.ty.dtype == np.dtype(np.float64)):
+        raise Refuse("a dot product of values other than two float64 vector slices")
     em.uses_blas = True
     em.check(f"({a.n} != {b.n})", "vectors of different lengths (ValueError)")
     em.check(f"({a.n} > 1 && ({a.stride} <= 0 || {a.stride} % 8 != 0 || {b.stride} <= 0 || "

@@ -5,7 +5,8 @@ its iterator, an iterator over arrays, a tuple of these) and its depth. Out: its
 C variables that hold it between blocks (``S3f`` a float at depth 3, ``S0n``/``S0stop``/
 ``S0step`` a range iterator, ``S1a0`` an iterator's first array, ``S2_1f`` item 1 of a tuple),
 the assignments into them at the jump (`to_slot`) and the copies out of them where the
-target block starts (`enter`, `from_slot`). Mixed into `lower._Lowering`.
+target block starts (`enter`, `from_slot`); and the instructions that only move values on the
+stack (`stack_op`). Mixed into `lower._Lowering`.
 """
 
 from __future__ import annotations
@@ -114,3 +115,24 @@ class Slots:
             for dst, src in zip((s.n, s.stop, s.step), (v.n, v.stop, v.step)):
                 self.declare(dst, "long long")
                 self.assign(dst, src)
+
+    def stack_op(self, inst, st: list) -> None:
+        name = inst.name
+        if name == "NOP":
+            return
+        if name == "POP_TOP":
+            st.pop()
+        elif name == "COPY":
+            st.append(st[-inst.arg])
+        elif name == "SWAP":
+            st[-1], st[-inst.arg] = st[-inst.arg], st[-1]
+        elif name == "DUP_TOP":
+            st.append(st[-1])
+        elif name == "DUP_TOP_TWO":
+            st.extend(st[-2:])
+        elif name == "ROT_TWO":
+            st[-1], st[-2] = st[-2], st[-1]
+        elif name == "ROT_THREE":
+            st[-3:] = [st[-1], st[-3], st[-2]]
+        elif name == "ROT_FOUR":
+            st[-4:] = [st[-1], st[-4], st[-3], st[-2]]

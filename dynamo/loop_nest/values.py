@@ -17,7 +17,8 @@ from .ir import ArrTy, Ty
 from .scalars import Refuse, SVal
 
 __all__ = ["AVal", "RangeV", "IterV", "ItemsV", "ItemIterV", "Static", "Null", "NULL", "TupleV",
-           "ShapeV", "State", "SliceIdx", "SliceV", "ElemExpr", "merge_local", "merge_value"]
+           "ShapeV", "MethodV", "State", "Unbound", "SliceIdx", "SliceV", "ElemExpr", "merge_local",
+           "merge_value"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,13 @@ class ItemIterV:
 @dataclass(frozen=True)
 class Static:
     """A value known when compiling: a module, a function, a type."""
+    obj: Any
+
+
+@dataclass(frozen=True)
+class MethodV:
+    """``v.<name>`` of an array or a view, waiting for its call (``x[:i].sum()``)."""
+    name: str
     obj: Any
 
 
@@ -142,6 +150,10 @@ def merge_value(a, b):
             not isinstance(a, AVal) or a.ty == b.ty):
         return a
     raise Refuse("paths join with different values on the stack")
+
+
+class Unbound(Exception):
+    """A local read where no path has bound it: Python raises UnboundLocalError there."""
 
 
 @dataclass

@@ -18,7 +18,9 @@ under conditions; ``if``/``elif``/``else`` on scalar comparisons and on array el
 ``and``/``or``/``not``; Python int, Python float and NumPy scalar locals (element reads) with
 ``+ - * / // %``, unary ``-``, ``abs``, ``min``/``max``, ``math.sqrt``, ``math.exp``,
 ``math.floor``, ``int()``, ``float()``, NumPy ufuncs on scalars (``np.tanh``, ``np.exp``,
-``np.log1p``, ...: NumPy's own loops in a kernel); augmented assignments on locals, on ``s`` and on
+``np.log1p``, ...: NumPy's own loops in a kernel), sums, maxima and minima of 1-d slices
+(``A[i, j:].sum()``, ``np.max(B[:i])``), calls of the module's own functions (`HELPERS`,
+inlined); augmented assignments on locals, on ``s`` and on
 elements; element reads and writes with index expressions (``A[i - 1]``, ``A[i, j + 1]``,
 negative constants, computed indices, sometimes out of range on purpose).
 
@@ -246,12 +248,35 @@ class _Gen:
         parts = [self.index_part(scope, array, axis) for axis in range(self.ndims[array])]
         return f"{array}[{', '.join(parts)}]"
 
+    def helper_call(self, scope: _Scope, depth: int) -> str:
+        """A call of one of the module's `HELPERS` (inlined into a kernel)."""
+        self.features.add("helper")
+        name = self.pick(["h_gap", "h_gap", "h_twice", "h_maybe"])
+        args = [self.number(scope, depth + 1)] + (
+            [self.number(scope, depth + 1)] if name == "h_gap" else [])
+        return f"{name}({', '.join(args)})"
+
+    def reduction(self, scope: _Scope) -> str:
+        """A sum, max or min of a 1-d slice: NumPy's own loop (a max of an empty slice raises
+        ValueError; a float sum may overflow and warn)."""
+        self.features.add("reduction")
+        array = self.pick(["A", "B"])
+        lo, hi = (self.pick(["", self.index_part(scope, array, 0)]) for _ in range(2))
+        rows = [self.index_part(scope, array, 0)] if self.ndims[array] == 2 else []
+        view = f"{array}[{', '.join([*rows, f'{lo}:{hi}'])}]"
+        name = self.pick(["sum", "sum", "max", "min"])
+        return self.pick([f"{view}.{name}()", f"np.{name}({view})"])
+
     def value_expr(self, scope: _Scope, depth: int = 0, free: bool = False) -> str:
         """Any number; mostly NumPy scalars (element reads and arithmetic on them). A value
         local may hold a Python int: products keep one side ``free`` (see `int_expr`)."""
         if depth >= 2 or self.chance(35):
             if scope.values and self.chance(40) and not free:
                 return self.pick(scope.values)
+            if self.chance(8):
+                return self.reduction(scope)
+            if self.chance(6):
+                return self.helper_call(scope, depth)
             return self.element(scope)
         sub = lambda: self.value_expr(scope, depth + 1, free)  # noqa: E731
         if self.chance(60):
@@ -463,6 +488,32 @@ def _array(rng: random.Random, shape: tuple[int, ...], dtype: str) -> np.ndarray
     return np.array(values, dtype=dtype).reshape(shape)
 
 
+#: Functions every program has, which its loops may call (a loop kernel inlines them): a
+#: branch that returns either argument's type, a division, a call of a call, and a local
+#: that is unbound on one path (UnboundLocalError from inside the callee).
+HELPERS = """
+def h_gap(x, y):
+    if x < y:
+        return y - x
+    return x / 2 + y
+
+
+def h_scale(x):
+    t = x * 3
+    return t - 1
+
+
+def h_twice(x):
+    return h_scale(h_scale(x))
+
+
+def h_maybe(x):
+    if x > -2:
+        r = x * 2
+    return r
+"""
+
+
 def _dtype(rng: random.Random) -> str:
     return rng.choice(["float64"] * 5 + ["int64"] * 3 + ["float32", "int32"])
 
@@ -475,7 +526,10 @@ def make_program(seed: int) -> LoopProgram:
     gen.emit(0, "import math")
     gen.emit(0, "import numpy as np")
     gen.emit(0, "")
+    gen.lines += HELPERS.splitlines()
     gen.emit(0, "")
+    gen.emit(0, "")
+    gen.max_lines += len(gen.lines)  # (a program's size counts from its function)
     gen.emit(0, "def f(A, B, n, m, s, k):")
     header = len(gen.lines)
     scope = _Scope(ints=[], floats=["s"], values=[], fixed=["n", "m"], loops=[])

@@ -45,6 +45,7 @@ from ...loop_nest.scalars import Refuse
 from .build import BuildOptions, build_library
 from .c_loop_runtime import PRELUDE
 from .c_loop_source import c_source
+from .numpy_loops import reduce_loop, ufunc_loop
 
 __all__ = ["LoopKernel", "PRELUDE"]
 
@@ -114,13 +115,20 @@ class LoopKernel:
         # (the table is the library's: one library, one ufunc per entry, whichever kernel
         # loaded it; a same-named ufunc of another module is refused, not swapped in)
         slots = _UFUNC_SLOTS.setdefault(self.library.key, {})
-        for k, ufunc in enumerate(nest.ufuncs):
-            if slots.setdefault(k, ufunc) is not ufunc:
+        for k, entry in enumerate(nest.ufuncs):
+            ufunc, sig, how = entry
+            held = slots.setdefault(k, entry)
+            if held[0] is not ufunc or held[1:] != entry[1:]:
                 raise Refuse(f"numpy.{ufunc.__name__}: its kernel's library holds another "
                              "ufunc of that name")
-            found = numpy_ufunc_loop(ufunc)
+            if how == "call":
+                found = ufunc_loop(ufunc, sig)
+            else:  # (a reduction: only where its loop folds a view to NumPy's bits)
+                found = reduce_loop(how, sig[0])
             if found is None:
-                raise Refuse(f"NumPy's float64 loop of numpy.{ufunc.__name__} was not found")
+                raise Refuse(f"NumPy's {sig} loop of numpy.{ufunc.__name__} was not found, or "
+                             f"{'is not what' if how == 'call' else 'does not fold as'} NumPy "
+                             f"{'calls' if how == 'call' else how + 's'}")
             self.library.lib.npd_set_ufunc(k, self.ffi.cast("void *", found[0]),
                                            self.ffi.cast("void *", found[1]))
         self.slots = {name: k for k, name in enumerate(self.names)}
@@ -313,29 +321,6 @@ def _find_ddot() -> int | None:
         except (OSError, AttributeError):
             continue
     return None
-
-
-def numpy_ufunc_loop(ufunc: np.ufunc) -> tuple[int, int] | None:
-    """(function, data) of `ufunc`'s ``d->d`` inner loop, read from NumPy's ufunc struct
-    (``PyUFuncObject``: nin, nout, nargs at 16, functions at 32, data at 40, ntypes at 48,
-    types at 64; checked against the object's own attributes), or None."""
-    import ctypes  # (only to read the struct)
-    base = id(ufunc)
-    head = (ctypes.c_int * 3).from_address(base + 16)
-    ntypes = ctypes.c_int.from_address(base + 48).value
-    if (tuple(head), ntypes) != ((ufunc.nin, ufunc.nout, ufunc.nargs), ufunc.ntypes) or (
-            ufunc.nargs != 2 or "d->d" not in ufunc.types):
-        return None
-    k = ufunc.types.index("d->d")
-    types_at = ctypes.c_void_p.from_address(base + 64).value
-    if not types_at or (ctypes.c_char * (2 * ntypes)).from_address(types_at).raw[
-            2 * k:2 * k + 2] != bytes([np.dtype("d").num] * 2):
-        return None
-    functions = ctypes.c_void_p.from_address(base + 32).value
-    data = ctypes.c_void_p.from_address(base + 40).value
-    fn = ctypes.c_void_p.from_address(functions + 8 * k).value if functions else None
-    return (fn, ctypes.c_void_p.from_address(data + 8 * k).value or 0 if data else 0) \
-        if fn else None
 
 
 def _box(fam: str, tag: int, val) -> Any:

@@ -230,6 +230,40 @@ static inline void npd_ufuncn(int k, double *x, long long n) {
         feraiseexcept(before);
 }
 
+/* a reduction of a 1-d view (loop_nest.reductions) by NumPy's own loop of the ufunc, called
+   as NumPy's reduce calls it: *out is the start, the n elements from p are folded into it in
+   one call (numpy_loops.reduce_loop checked on probes that this is NumPy's result) */
+static inline void npd_reduce(int k, const char *p, long long n, long long stride, void *out) {
+    char *args[3] = {(char *)out, (char *)p, (char *)out};
+    long long steps[3] = {0, stride, 0};
+    int before = fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO);
+    if (n > 0)
+        npd_ufn[k](args, &n, steps, npd_udata[k]);
+    if (before)
+        feraiseexcept(before);
+}
+/* x.sum() starts at 0; x.max() and x.min() at the first element (n >= 1: checked before) */
+static inline double npd_sum_f64(int k, const char *p, long long n, long long s) {
+    double r = 0.0;
+    npd_reduce(k, p, n, s, &r);
+    return r;
+}
+static inline long long npd_sum_i64(int k, const char *p, long long n, long long s) {
+    long long r = 0;
+    npd_reduce(k, p, n, s, &r);
+    return r;
+}
+static inline double npd_fold_f64(int k, const char *p, long long n, long long s) {
+    double r = *(const double *)p;
+    npd_reduce(k, p + s, n - 1, s, &r);
+    return r;
+}
+static inline long long npd_fold_i64(int k, const char *p, long long n, long long s) {
+    long long r = *(const long long *)p;
+    npd_reduce(k, p + s, n - 1, s, &r);
+    return r;
+}
+
 /* NumPy's BLAS ddot (set once the library is loaded: npd_set_ddot) */
 static double (*npd_ddot)(long long, const double *, long long, const double *, long long);
 void npd_set_ddot(void *f) { npd_ddot = (double (*)(long long, const double *, long long,

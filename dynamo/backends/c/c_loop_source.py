@@ -31,8 +31,8 @@ def c_source(nest: LoopNest, fname: str) -> str:
     out = [f"/* {line} */" for line in ("loop kernel " + nest.name,)]
     # (which ufunc each entry of the table holds: kernels that differ only there are other
     # libraries, each with its own table)
-    out += [f"/* ufunc {k}: {getattr(uf, '__module__', None)}.{uf.__name__} */"
-            for k, uf in enumerate(nest.ufuncs)]
+    out += [f"/* ufunc {k}: {getattr(uf, '__module__', None)}.{uf.__name__} {sig} ({how}) */"
+            for k, (uf, sig, how) in enumerate(nest.ufuncs)]
     # (how many chunks ran in fast copies, over all calls: `LoopKernel.fast_chunks`)
     out.append("static long long npd_chunks;")
     out.append("long long npd_fast_chunks(void) { return npd_chunks; }")

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["numpy_loop", "numpy_loop_table", "slot_name"]
+__all__ = ["numpy_loop", "numpy_loop_table", "slot_name", "ufunc_loop", "reduce_loop"]
 
 
 class _UFuncHead(ctypes.Structure):
@@ -37,7 +37,7 @@ class _UFuncHead(ctypes.Structure):
                 ("functions", ctypes.POINTER(ctypes.c_void_p)),
                 ("data", ctypes.POINTER(ctypes.c_void_p)),
                 ("ntypes", ctypes.c_int), ("reserved1", ctypes.c_int),
-                ("name", ctypes.c_char_p)]
+                ("name", ctypes.c_char_p), ("types", ctypes.c_void_p)]
 
 
 _LOOP = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ssize_t),
@@ -77,15 +77,10 @@ def numpy_loop(name: str, dtype: Any) -> tuple[int, int] | None:
     if any(r != dt for r in resolved):
         return None
     sig = dt.char * uf.nin + "->" + dt.char
-    if sig not in uf.types:
+    found = ufunc_loop(uf, sig)
+    if found is None:
         return None
-    i = uf.types.index(sig)
-    head = _UFuncHead.from_address(id(uf))
-    if head.name != name.encode() or head.ntypes != uf.ntypes or head.nin != uf.nin:
-        return None
-    fn, data = head.functions[i], head.data[i]
-    if not fn:
-        return None
+    fn, data = found
     ins = _probe(uf.nin, dt)
     out = np.empty_like(ins[0])
     arrays = [*ins, out]
@@ -101,6 +96,90 @@ def numpy_loop(name: str, dtype: Any) -> tuple[int, int] | None:
             name)
         return None
     return fn, data or 0
+
+
+def ufunc_loop(uf: np.ufunc, sig: str) -> tuple[int, int] | None:
+    """``(function, data)`` of `uf`'s inner loop for type signature `sig` (``"d->d"``, as in
+    ``uf.types``), read from the ufunc's C object and checked against the object's own
+    attributes (name, counts, the loop's type numbers), or None. Not probed: callers check
+    what they use the loop for (`numpy_loop`, `reduce_loop`)."""
+    if object.__basicsize__ != 16 or not isinstance(uf, np.ufunc) or sig not in uf.types:
+        return None  # (a free-threaded build's object header has another size)
+    head = _UFuncHead.from_address(id(uf))
+    if ((head.nin, head.nout, head.nargs, head.ntypes) != (uf.nin, uf.nout, uf.nargs, uf.ntypes)
+            or head.name != uf.__name__.encode() or not head.types):
+        return None
+    i = uf.types.index(sig)
+    chars = sig.replace("->", "")
+    nums = bytes(np.dtype(c).num for c in chars)
+    if ctypes.string_at(head.types + i * uf.nargs, uf.nargs) != nums:
+        return None
+    fn = head.functions[i] if head.functions else None
+    if not fn:
+        return None
+    return fn, (head.data[i] or 0) if head.data else 0
+
+
+#: reduction name -> its ufunc (``x.sum()`` is ``np.add.reduce(x)``)
+REDUCTIONS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _emulate_reduce(name: str, loop: tuple[int, int], a: np.ndarray) -> np.ndarray:
+    """What a loop kernel computes for ``a.<name>()`` of a 1-d view (``npd_reduce`` in
+    `c_loop_runtime`): a sum starts at 0 and folds every element in one call of the loop; a
+    maximum or minimum starts at the first element and folds the rest."""
+    out = np.zeros((), a.dtype)
+    first = 0
+    if name != "sum":
+        out[()] = a[0]
+        first = 1
+    n = a.shape[0] - first
+    if n > 0:
+        args = (ctypes.c_void_p * 3)(out.ctypes.data, a.ctypes.data + first * a.strides[0],
+                                     out.ctypes.data)
+        _LOOP(loop[0])(args, (ctypes.c_ssize_t * 1)(n),
+                       (ctypes.c_ssize_t * 3)(0, a.strides[0], 0), loop[1])
+    return out
+
+
+def _reduce_probes(dt: np.dtype) -> list[np.ndarray]:
+    rng = np.random.default_rng(23)
+    found = []
+    for n in (1, 2, 3, 7, 8, 9, 16, 17, 127, 128, 129, 1000, 8191, 8192, 8193, 20011, 50000):
+        if dt.kind == "f":
+            base = rng.standard_normal(3 * n) * 10.0 ** rng.uniform(-8, 8, 3 * n)
+            if n % 2:
+                base[rng.integers(0, 3 * n, 2)] = rng.choice([0.0, -0.0, np.nan, np.inf])
+        else:
+            base = rng.integers(-2 ** 62, 2 ** 62, 3 * n)
+        base = base.astype(dt)
+        found += [base[:n], base[::3], base[::-2][:n]]
+    if dt.kind == "f":
+        found += [np.full(k, z, dt) for k in (1, 8, 9, 40) for z in (0.0, -0.0)]
+        found += [np.array([0.0, -0.0] * k, dt) for k in (1, 20)]
+        found += [np.array([-0.0, 0.0] * k, dt) for k in (1, 20)]
+    return found
+
+
+@lru_cache(maxsize=None)
+def reduce_loop(name: str, dtype: Any) -> tuple[int, int] | None:
+    """``(function, data)`` of the loop of ``np.<ufunc>`` (`REDUCTIONS`) that a loop kernel
+    folds a 1-d view of `dtype` with, or None when what the kernel computes with it
+    (`_emulate_reduce`) is not ``a.<name>()`` to the bit on every probe: a NumPy that
+    reduces in buffer-sized pieces (NumPy 2.2 sums a long vector ``np.getbufsize()``
+    elements at a time: a different rounding), or starts a sum elsewhere."""
+    uf, dt = REDUCTIONS[name], np.dtype(dtype)
+    loop = ufunc_loop(uf, dt.char * 2 + "->" + dt.char)
+    if loop is None:
+        return None
+    with np.errstate(all="ignore"):
+        for a in _reduce_probes(dt):
+            if _emulate_reduce(name, loop, a).tobytes() != getattr(a, name)().tobytes():
+                logging.getLogger("dynamo.kernels").info(
+                    "a loop kernel's %s of %s arrays would not be NumPy's here: not lowered",
+                    name, dt)
+                return None
+    return loop
 
 
 def numpy_loop_table(ffi: Any, slots: list[tuple[str, np.dtype]]) -> Any:

@@ -172,8 +172,9 @@ def _statics(tx, names: set[str]) -> dict[str, Any]:
             obj = tx.frame.f_builtins[name]
         else:
             continue
-        if not isinstance(obj, types.ModuleType) and not callable(obj):
-            continue  # (an array or a number the loop reads as a global: not lowered)
+        if not isinstance(obj, types.ModuleType) and not callable(obj) and type(obj) not in (
+                int, float, bool):
+            continue  # (an array or another object the loop reads as a global: not lowered)
         found[name] = obj
         if isinstance(obj, types.FunctionType) and obj.__globals__ is tx.frame.f_globals:
             work += [compat.global_name(inst) for inst in code_info(obj.__code__).instructions
@@ -205,7 +206,8 @@ def plan(tx, index: int) -> "KernelPlan | None":
                         if inst.name == "LOAD_GLOBAL"}
         statics = _statics(tx, global_names)
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
-               tuple(sorted((n, id(o), id(getattr(o, "__code__", None)))
+               tuple(sorted((n, repr(o) if type(o) in (int, float, bool) else
+                             (id(o), id(getattr(o, "__code__", None))))
                             for n, o in statics.items())))
         built = _built.setdefault(code, {})
         kernel = built.get(key)

@@ -166,7 +166,7 @@ class LoopNest:
     #: attributes: (global name, attribute) -> object), for the guards that keep them
     globals_used: dict = field(default_factory=dict)
     #: the outermost loop iterates over 1-d arrays (`loop_nest.items`): (how many arrays,
-    #: enumerated, zipped); None for a range or a ``while``
+    #: enumerated, zipped, enumerate()'s start); None for a range or a ``while``
     items: tuple | None = None
     #: the NumPy inner loops it calls, entry k of its table: ``(ufunc, signature, how)``, how
     #: ``"call"`` (a unary float64 ufunc on a scalar: ``npd_ufunc1(k, x)``) or a reduction of

@@ -415,7 +415,7 @@ class _Lowering(Opcodes, Slots):
         if i == self.site.get_iter:
             if len(it.arrs) > item_loops.MAX_OUTER:
                 raise Refuse(f"the outermost loop zips more than {item_loops.MAX_OUTER} arrays")
-            self.outer_items = (len(it.arrs), it.enum, it.zipped)
+            self.outer_items = (len(it.arrs), it.enum, it.zipped, it.start)
         return it
 
     def scalar_binary(self, op: str, a: SVal, b: SVal) -> SVal:

@@ -77,9 +77,12 @@ class Opcodes:
         if name == "LOAD_GLOBAL":
             gname = compat.global_name(inst)
             if gname not in self.statics:
-                raise Refuse(f"the global {gname!r} is not a function the loop kernel knows")
+                raise Refuse(f"the global {gname!r} is not a function, module or number")
             obj = self.statics[gname]
             self.used_statics[gname] = obj
+            if type(obj) in (int, float, bool):  # (a number: guarded on its value)
+                st.append(S.constant(obj))
+                return None
             if compat.global_pushes_null(inst) and not compat.NULL_AFTER_CALLABLE:
                 st.append(NULL)
             st.append(Static(obj))

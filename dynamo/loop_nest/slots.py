@@ -43,7 +43,7 @@ class Slots:
             return TupleV(tuple(self.slot(f"{k}_{j}", x) for j, x in enumerate(v.items)))
         if isinstance(v, ItemIterV):
             return ItemIterV(f"S{k}n", tuple(AVal(a.ty, f"S{k}a{j}") for j, a in
-                                             enumerate(v.arrs)), v.enum, v.zipped)
+                                             enumerate(v.arrs)), v.enum, v.zipped, v.start)
         if isinstance(v, RangeV):
             return RangeV(f"S{k}rn", f"S{k}rstop", f"S{k}rstep")
         return v
@@ -76,7 +76,7 @@ class Slots:
                 self.declare(a.c, "npd_arr")
                 arrs.append(AVal(a.ty, self.temp("npd_arr")))
                 self.assign(arrs[-1].c, a.c)
-            return ItemIterV(n, tuple(arrs), s.enum, s.zipped)
+            return ItemIterV(n, tuple(arrs), s.enum, s.zipped, s.start)
         if isinstance(s, (IterV, RangeV)):
             parts = []
             for c in (s.n, s.stop, s.step):

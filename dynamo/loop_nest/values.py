@@ -46,10 +46,11 @@ class IterV:
 @dataclass(frozen=True)
 class ItemsV:
     """What a ``for`` loop iterates over 1-d arrays (`items`): ``a``, ``zip(a, b, ...)``, or
-    either enumerated."""
+    either enumerated (from `start`, a literal)."""
     arrs: tuple
     enum: bool
     zipped: bool
+    start: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class ItemIterV:
     arrs: tuple
     enum: bool
     zipped: bool
+    start: int = 0
 
 
 @dataclass(frozen=True)

@@ -670,3 +670,24 @@ def test_a_kernels_c_source_is_the_same_in_every_process(tmp_path):
         assert done.returncode == 0, done.stderr[-2000:]
         digests.add(done.stdout.split()[-1])
     assert len(digests) == 1, digests
+
+
+# Numbers read as globals --------------------------------------------------------------------
+
+def test_a_number_global_is_a_constant_guarded_on_its_value():
+    """``G``/``N`` of the module: literals in the kernel, guarded (a new value recompiles and
+    builds a kernel for it), as a global the translator reads."""
+    namespace = {"G": 9.81, "N": 3}
+    exec("def fall(v, dt):\n"
+         "    for i in range(v.shape[0]):\n"
+         "        v[i] += G * dt * N\n"
+         "    return v\n", namespace)
+    fall = namespace["fall"]
+    compiled = dynamo.compile(fall, backend="c")
+    assert np.array_equal(compiled(np.zeros(4), 0.5), fall(np.zeros(4), 0.5))
+    assert len(loop_kernels.kernels_for(fall.__code__)) == 1
+    namespace["G"] = 1.62
+    assert np.array_equal(compiled(np.zeros(4), 0.5), np.full(4, 1.62 * 0.5 * 3))
+    namespace["N"] = 2 ** 70  # (past int64: not lowered, plain Python's big int)
+    assert np.array_equal(compiled(np.zeros(4), 0.5), fall(np.zeros(4), 0.5))
+    assert len(loop_kernels.kernels_for(fall.__code__)) == 2

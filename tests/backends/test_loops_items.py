@@ -1,8 +1,9 @@
 """Loop kernels over the elements of 1-d arrays (dynamo/loop_nest/items.py): ``for v in a``,
-``enumerate(a)``, ``zip(a, b)``, ``enumerate(zip(a, b))``. Plain Python is the oracle
-(support.loops.check: value, exception, arrays, warnings, twice, and whether a kernel was
-built), including a deoptimisation in the middle of the outermost loop, after which Python
-iterates on from the rebuilt rest (``a[n:]``, ``zip(a[n:], b[n:])``, ``enumerate(..., n)``)."""
+``enumerate(a)``, ``enumerate(a, 1)``, ``zip(a, b)``, ``enumerate(zip(a, b))``. Plain Python is
+the oracle (support.loops.check: value, exception, arrays, warnings, twice, and whether a
+kernel was built), including a deoptimisation in the middle of the outermost loop, after which
+Python iterates on from the rebuilt rest (``a[n:]``, ``zip(a[n:], b[n:])``,
+``enumerate(..., n + start)``)."""
 
 from __future__ import annotations
 
@@ -96,6 +97,48 @@ def inner_items(A, w, out):
     return out
 
 
+def from_one(a):
+    s = 0.0
+    for i, v in enumerate(a, 1):
+        s += i * v
+    return s
+
+
+def zipped_from(a, b):
+    s = 0.0
+    for i, (u, v) in enumerate(zip(a, b), -3):
+        s += i * (u - v)
+    return s
+
+
+def counted_from(a, k):
+    t = 0
+    for i, v in enumerate(a, 10):
+        t += int(v) * k * i  # past int64 somewhere: Python counts on from the right i
+    return t, i
+
+
+def from_a_variable(a, n):
+    s = 0.0
+    for i, v in enumerate(a, n):
+        s += i * v
+    return s
+
+
+def sum_items(a):
+    s = 0.0
+    for v in a:
+        s += v
+    return s
+
+
+def calls_an_item_loop(a, n):
+    t = 0.0
+    for i in range(n):
+        t += sum_items(a) * i  # (the callee's loop over a, inlined)
+    return t
+
+
 def three(a, b, c):
     s = 0.0
     for u, v, x in zip(a, b, c):
@@ -119,6 +162,9 @@ RNG = np.random.default_rng(3)
     (rebinds, (RNG.random(20), RNG.random(5))),
     (inner_items, (RNG.random((6, 8)), RNG.random(8), np.zeros(6))),
     (total, (np.zeros(0),)),
+    (from_one, (RNG.random(300),)),
+    (zipped_from, (RNG.random(30), RNG.random(40))),
+    (calls_an_item_loop, (RNG.random(30), 20)),
 ], ids=lambda x: getattr(x, "__name__", ""))
 def test_loops_over_elements_run_as_kernels(fn, args):
     check(fn, *args)
@@ -132,6 +178,7 @@ def test_loops_over_elements_run_as_kernels(fn, args):
     (histogram, (RNG.random(600), np.zeros(10, np.int64))),
     (histogram, (RNG.random(600) * 1.001, np.zeros(10, np.int64))),
     (where_greater, (RNG.random(300), RNG.random(300), np.zeros(100))),
+    (counted_from, (np.arange(1000.0), 2**45)),
 ], ids=lambda x: getattr(x, "__name__", ""))
 def test_a_deoptimisation_continues_over_the_rest_of_the_elements(fn, args):
     check(fn, *args)
@@ -140,3 +187,4 @@ def test_a_deoptimisation_continues_over_the_rest_of_the_elements(fn, args):
 def test_what_is_not_lowered_stays_exact():
     check(three, RNG.random(9), RNG.random(9), RNG.random(9), kernel=False)
     check(rows, RNG.random((4, 5)), np.zeros(4), kernel=False)
+    check(from_a_variable, RNG.random(9), 4, kernel=False)

@@ -244,3 +244,52 @@ def smooth_then_fail(u, A, k):
 def test_array_statements_log_their_targets_as_blocks(k):
     check(smooth_then_fail, RNG.random(30), RNG.random((7, 9)), k)
     check(smooth_then_fail, RNG.random(30), np.asfortranarray(RNG.random((7, 9))), k)
+
+
+def steps_then_fail(u, new, k):
+    """A time loop whose rows (longer than a chunk) are logged as blocks once per save window
+    (a step repeats them), then an IndexError at step k: every step of the window since its
+    save point is undone (the blocks hold the oldest values) and Python runs them again."""
+    n = u.shape[0]
+    for t in range(300):
+        for i in range(1, n - 1):
+            new[i] = u[i] + 0.25 * (u[i - 1] - 2.0 * u[i] + u[i + 1])
+        for i in range(1, n - 1):
+            u[i] = new[i]
+        if t == k:
+            u[n] = 0.0
+    return u
+
+
+@pytest.mark.parametrize("k", [0, 7, 255, 257, 299])
+def test_a_long_save_window_of_repeated_blocks_is_undone_to_its_start(k):
+    u = RNG.random(fast.CHUNK + 500)
+    check(steps_then_fail, u, u.copy(), k)
+
+
+def test_buffers_kept_from_an_earlier_call_hold_nothing_of_it():
+    """A call reuses the thread's undo log, scratch and batch buffers of the last one (no
+    page faults per call): a deoptimisation undoes its own writes only."""
+    u = RNG.random(fast.CHUNK * 2 + 3)
+    compiled = dynamo.compile(steps_then_fail, backend="c")
+    compiled(u.copy(), u.copy(), 1000)  # (a big log, kept)
+    check(steps_then_fail, RNG.random(40), RNG.random(40), 3)
+    check(smooth_then_fail, RNG.random(30), RNG.random((7, 9)), 2)
+
+
+def bump_rows(u, k):
+    for i in range(u.shape[0] // k):  # (k == 0: ZeroDivisionError before the loop starts)
+        u[i] += 1.0
+    return u
+
+
+def test_a_kept_undo_log_starts_empty():
+    """The second call deoptimises before its loop's first save point: its undo must not put
+    back what the first call logged (the first call's array keeps its new values)."""
+    compiled = dynamo.compile(bump_rows, backend="c")
+    first = np.zeros(fast.CHUNK + 10)
+    compiled(first, 1)
+    assert (first == 1.0).all() and loop_kernels.kernels_for(bump_rows.__code__)
+    with pytest.raises(ZeroDivisionError):
+        compiled(np.zeros(5), 0)
+    assert (first == 1.0).all()

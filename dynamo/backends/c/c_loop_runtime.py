@@ -70,12 +70,38 @@ static int npd_log_block(npd_log *log, char *addr, long long stride, long long n
     return 0;
 }
 #define NPD_LOG_CLEAR(log) ((log).n = (log).nb = (log).na = 0)
-#define NPD_LOG_SIZE(log) ((log).n + (log).na)
+/* a save point is forced past 4096 single entries (each undone one by one), or past 4M logged
+   block elements (32 MB): blocks repeat from one iteration of the outermost loop to the next
+   (a time loop's stencil logs the same rows each step), and within a save window a repeated
+   block is not logged again */
+#define NPD_LOG_FULL(log) ((log).n > 4096 || (log).na > (1LL << 22))
 
 static void npd_log_free(npd_log *log) {
     free(log->items);
     free(log->blocks);
     free(log->arena);
+}
+
+/* The buffers of this thread's last call, kept for its next one (npd_log_take, npd_log_keep,
+   and the same for the scratch buffer and the batch buffers): a block log of a long chunk is
+   malloc'd with mmap, whose fresh pages fault in on every call otherwise (a stencil over
+   20,000 elements spent more time in page faults than computing). A call takes them (the
+   thread's slots are empty while it runs: nothing else runs in this thread meanwhile, as a
+   kernel calls no Python) and gives them back, up to NPD_KEEP_BYTES in all. */
+#define NPD_KEEP_BYTES (64LL << 20)
+static __thread npd_log npd_kept_log;
+static inline void npd_log_take(npd_log *log) {
+    *log = npd_kept_log;
+    memset(&npd_kept_log, 0, sizeof npd_kept_log);
+    NPD_LOG_CLEAR(*log);
+}
+static void npd_log_keep(npd_log *log) {
+    long long bytes = log->cap * (long long)sizeof(npd_undo)
+                      + log->capb * (long long)sizeof(npd_block) + log->capa * 8;
+    if (bytes > NPD_KEEP_BYTES)
+        npd_log_free(log);
+    else
+        npd_kept_log = *log;
 }
 
 /* a fast copy's test (loop_nest.fast): a + c .. b + c within [lo, hi], without overflow */
@@ -196,6 +222,24 @@ static int npd_scratch_reserve(npd_scratch *s, long long n) {
     s->data = data;
     s->cap = n;
     return 0;
+}
+static __thread npd_scratch npd_kept_scratch;
+static __thread double *npd_kept_ub[4];  /* (loop_nest.batches.MAX_BATCHES) */
+static inline void npd_scratch_take(npd_scratch *s) {
+    *s = npd_kept_scratch;
+    npd_kept_scratch.data = NULL;
+    npd_kept_scratch.cap = 0;
+}
+static void npd_scratch_keep(npd_scratch *s) {
+    if (s->cap * 8 > NPD_KEEP_BYTES)
+        free(s->data);
+    else
+        npd_kept_scratch = *s;
+}
+static inline double *npd_ub_take(int k) {
+    double *b = npd_kept_ub[k];
+    npd_kept_ub[k] = NULL;
+    return b;
 }
 
 /* NumPy's own float64 loops of unary ufuncs (set once the library is loaded: npd_set_ufunc),

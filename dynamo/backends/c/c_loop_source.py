@@ -50,13 +50,17 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("unsigned polls = 0, saves = 0;")
     decl.append("int caught = 0;")
     decl.append("fexcept_t flags;")
-    decl.append("npd_log undo = {0};")
-    decl.append("npd_scratch scratch = {0, 0};")
+    decl.append("npd_log undo;")
+    decl.append("npd_scratch scratch;")
     sites = [b[1] for st in nest.stmts if st.kind == "fast" for b in st.args[11]]
-    decl += [f"double *npd_ub{site} = NULL;" for site in sites]
+    decl += [f"double *npd_ub{site} = npd_ub_take({site});" for site in sites]
     decl.append("int result = 0;")
+    # (the call's fast chunks, added to the library's count once at its end: an atomic
+    # increment per chunk cost a stencil of short rows a third of its time)
+    decl.append("long long chunks = 0;")
     out += ["    " + d for d in decl]
     out.append("    memset(&ret[0], 0, sizeof ret[0]);")
+    out.append("    npd_log_take(&undo); npd_scratch_take(&scratch);")
     for k, name in enumerate(names):
         ty = nest.locals[name]
         if name in nest.inputs:
@@ -88,11 +92,11 @@ def c_source(nest: LoopNest, fname: str) -> str:
         out.append(f"    result = {k};")
         out.append("    goto npd_done;")
     out.append("npd_done:")
+    out.append("    if (chunks) __atomic_fetch_add(&npd_chunks, chunks, __ATOMIC_RELAXED);")
     out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
     out.append("    if (caught) npd_release_sigint();")
-    out.append("    npd_log_free(&undo);")
-    out.append("    free(scratch.data);")
-    out += [f"    free(npd_ub{site});" for site in sites]
+    out.append("    npd_log_keep(&undo); npd_scratch_keep(&scratch);")
+    out += [f"    npd_kept_ub[{site}] = npd_ub{site};" for site in sites]
     out.append("    return result;")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -178,7 +182,7 @@ def _stmt(s, nest: LoopNest, free: frozenset | set = frozenset()) -> str:
         # (a save point every 256 iterations of the outermost loop, or sooner once the undo
         # log holds 4096 stores (it stays in the cache): a deoptimisation puts back up to 256
         # iterations, and Python runs them again; the IEEE flags are tested there)
-        return ("    if (!started || ++saves >= 256u || NPD_LOG_SIZE(undo) > 4096) {\n"
+        return ("    if (!started || ++saves >= 256u || NPD_LOG_FULL(undo)) {\n"
                 "        if (NPD_FP_BAD()) goto npd_deopt;\n"
                 "        started = 1; saves = 0; NPD_LOG_CLEAR(undo); " + _save(nest.locals) + (
                     _save_iterator(nest) if nest.iterates else "") + "\n    }")
@@ -263,7 +267,7 @@ def _fast(label, n, stop, step, cn, ce, tests, logs, outermost, chunk, light,
     weight = f"(unsigned)({ce} - {cn})"
     lines.append(f"            polls += {weight + ' / 16u' if light else weight};"
                  + (f" saves += {weight};" if outermost else ""))
-    lines.append("            __atomic_fetch_add(&npd_chunks, 1, __ATOMIC_RELAXED);")
+    lines.append("            chunks++;")
     lines.append(f"            goto {label};")
     lines.append("        }")
     lines.append("    }")

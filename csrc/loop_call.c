@@ -30,6 +30,7 @@ typedef struct {
     long long strides[4];
     int id;
     int writeable;
+    long long row; /* 0, or 1 + the index of the row of array `id` it is (a local's value) */
 } npd_arr;
 typedef union {
     long long i;
@@ -161,6 +162,7 @@ static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs)
                 }
                 d->id = narr;
                 d->writeable = (a->flags & NPD_ARRAY_WRITEABLE) != 0;
+                d->row = 0;
                 arrays[narr++] = value;
             }
             v[in->slot].i = j;
@@ -208,7 +210,14 @@ static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs)
         if (!bound[j]) {
             x = Py_NewRef(self->unbound);
         } else if (self->out_kind[j] == K_ARRAY) {
-            x = Py_NewRef(arrays[v[j].i]);
+            /* (an input array, or a row of one: v = id + (1 + row) << 16) */
+            long long row = v[j].i >> 16;
+            x = row ? PySequence_GetItem(arrays[v[j].i & 0xFFFF], (Py_ssize_t)(row - 1))
+                    : Py_NewRef(arrays[v[j].i & 0xFFFF]);
+            if (x == NULL) {
+                Py_DECREF(result);
+                return NULL;
+            }
         } else {
             x = box(self, self->out_kind[j], tag[j], v[j]);
             if (x == NULL) {

@@ -94,10 +94,40 @@ def call(self, fn, args: list):
         return S.math_call(self, _NUMPY_CALLS[fn], self.scalar(args[0]), numpy=True)
     if isinstance(fn, np.ufunc) and len(args) == 1:
         return S.ufunc_call(self, self.ufunc_slot(fn), fn.__name__, self.scalar(args[0]))
+    if isinstance(fn, np.ufunc) and len(args) == 2:
+        a, b = self.scalar(args[0]), self.scalar(args[1])
+        _float64_loop(fn, a, b)
+        return S.ufunc_call(self, self.ufunc_slot(fn, "dd->d"), fn.__name__, a, b)
     if isinstance(fn, types.FunctionType):
         raise Refuse(f"a call of {fn.__qualname__}(), a function of another module (only the "
                      "loop's own module's functions are inlined)")
     raise Refuse(f"a call of {getattr(fn, '__qualname__', fn)!r}")
+
+
+#: what NumPy's type resolution sees for a scalar of each kernel type (Python numbers are
+#: weak: NEP 50)
+_RESOLVED_AS = {("float", "py"): float, ("float", "np"): np.dtype(np.float64),
+                ("int", "py"): int, ("int", "np"): np.dtype(np.int64)}
+
+
+def _float64_loop(fn, a: SVal, b: SVal) -> None:
+    """`fn` of `a` and `b` runs NumPy's ``dd->d`` loop, whichever tags they have at run time
+    (else `Refuse`: two ints, a bool, another loop)."""
+    options = []
+    for v in (a, b):
+        tags = ("py", "np") if v.ty.tag == "rt" else (v.ty.tag,)
+        if (v.ty.fam, tags[0]) not in _RESOLVED_AS:
+            raise Refuse(f"numpy.{fn.__name__} of a {v.ty}")
+        options.append([_RESOLVED_AS[v.ty.fam, t] for t in tags])
+    for x in options[0]:
+        for y in options[1]:
+            try:
+                found = fn.resolve_dtypes((x, y, None))
+            except Exception:  # noqa: BLE001 - NumPy raises several types here
+                found = None
+            if found is None or any(d != np.dtype(np.float64) for d in found):
+                raise Refuse(f"numpy.{fn.__name__} of a {a.ty} and a {b.ty} (NumPy's loop for "
+                             "them is not float64's)")
 
 
 def _hashable(x) -> bool:

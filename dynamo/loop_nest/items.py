@@ -1,17 +1,20 @@
 """``for`` loops over the elements of 1-d arrays: ``for v in a``, ``for i, v in enumerate(a)``,
+the rows of an array (``for row in A``: each a view, ``A[i]``, as iterating an ndarray gives),
 ``for u, v in zip(a, b)``, ``for i, (u, v) in enumerate(zip(a, b), 1)``.
 
 In: the lowering (`lower._Lowering`), at ``enumerate``/``zip`` calls, GET_ITER and FOR_ITER.
 Out: `values.ItemsV` / `values.ItemIterV` and the statements of one step: the next index
 against the shortest array's length, the elements read there (NumPy scalars of the arrays'
-dtypes, as iterating an ndarray gives), the tuple ``enumerate``/``zip`` make.
+dtypes, as iterating an ndarray gives) or the row (an ``npd_arr`` of the row's memory, which
+knows which row of which input it is: boxed as ``A[i]`` when it comes back to Python; a row of
+a row deoptimises), the tuple ``enumerate``/``zip`` make.
 
 An iterator reads the element when it steps, as Python's does (a write to ``a[i + 1]`` in the
 body is seen by the next step), and keeps the arrays it started with. When the outermost loop
 is one of these and the kernel deoptimises, it hands back the next index and the arrays, and
 `rest` rebuilds what Python iterates on from there: ``a[n:]``, ``zip(a[n:], b[n:])``,
-``enumerate(..., n + start)``. Views of the same memory, so the values come as the original iterator
-would have given them.
+``enumerate(..., n + start)``. Views of the same memory, so the values come as the original
+iterator would have given them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from .. import compat
 from . import inline
-from .ir import CTYPE, DTYPES, Ty
+from .ir import CTYPE, DTYPES, ArrTy, Ty
 from .scalars import Refuse, SVal
 from .values import AVal, ItemIterV, ItemsV, State, TupleV
 
@@ -41,7 +44,7 @@ def make(kind: str, args: list) -> ItemsV:
         x, start = args[0], _literal_start(args[1]) if len(args) == 2 else 0
         if isinstance(x, ItemsV) and not x.enum:
             return ItemsV(x.arrs, True, x.zipped, start)
-        return ItemsV((_array(x),), True, False, start)
+        return ItemsV((_array(x, rows=True),), True, False, start)
     if not args:
         raise Refuse("zip() of nothing")
     return ItemsV(tuple(_array(x) for x in args), False, True)
@@ -55,15 +58,17 @@ def _literal_start(v) -> int:
     raise Refuse("enumerate() with a start that is not an int literal")
 
 
-def _array(x) -> AVal:
-    if not isinstance(x, AVal) or x.ty.ndim != 1:
-        raise Refuse("a for loop over something other than range() or 1-d arrays")
+def _array(x, rows: bool = False) -> AVal:
+    """An array iterated over: 1-d, or (`rows`: alone, not zipped) of any ndim."""
+    if not isinstance(x, AVal) or x.ty.ndim != 1 and not rows:
+        raise Refuse("a for loop over something other than range(), an array or 1-d arrays "
+                     "zipped")
     return x
 
 
 def start(lw, x) -> ItemIterV:
     """GET_ITER of a 1-d array or an `ItemsV`."""
-    items = x if isinstance(x, ItemsV) else ItemsV((_array(x),), False, False)
+    items = x if isinstance(x, ItemsV) else ItemsV((_array(x, rows=True),), False, False)
     n = lw.temp("long long")
     lw.assign(n, "0LL")
     return ItemIterV(n, items.arrs, items.enum, items.zipped, items.start)
@@ -84,6 +89,12 @@ def step(lw, i: int, it: ItemIterV, st: list, state: State):
         lw.emit("label", f"{here}_body")
     items = []
     for a in it.arrs:
+        if a.ty.ndim > 1:  # (a row: a view of the array, as iterating an ndarray gives)
+            lw.check(f"{a.c}.row != 0", "a row of a row (not lowered)")
+            t = lw.temp("npd_arr")
+            lw.assign(t, f"npd_row({a.c}, {it.n})")
+            items.append(AVal(ArrTy(a.ty.dtype, a.ty.ndim - 1), t))
+            continue
         fam = DTYPES[a.ty.dtype]
         t = lw.temp(CTYPE[fam])
         lw.assign(t, f"*({_ELEMENT_CTYPE[fam]} *)({a.c}.data + {it.n} * {a.c}.strides[0])")

@@ -402,8 +402,9 @@ class _Lowering(Opcodes, Slots):
         unary float64 call, or the loop a reduction folds with: `LoopNest.ufuncs`)."""
         entry = (fn, sig, how)
         if entry not in self.ufuncs:
-            if how == "call" and (fn.nin != 1 or fn.nout != 1 or sig not in fn.types):
-                raise Refuse(f"numpy.{fn.__name__} has no one-argument float64 loop")
+            if how == "call" and (fn.nin != sig.index("-") or fn.nout != 1
+                                  or sig not in fn.types):
+                raise Refuse(f"numpy.{fn.__name__} has no {sig} loop")
             if len(self.ufuncs) == 16:
                 raise Refuse("more than 16 NumPy functions in one loop")
             self.ufuncs.append(entry)

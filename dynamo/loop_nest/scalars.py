@@ -234,10 +234,15 @@ def math_call(em: Emit, name: str, v: SVal, numpy: bool = False) -> SVal:
     return float_result(em, ("py", None), f"{name}({x})")
 
 
-def ufunc_call(em: Emit, k: int, name: str, v: SVal) -> SVal:
-    """``np.<name>(v)`` of a float through NumPy's own float64 loop of that ufunc (entry `k` of
-    the kernel's table: ``npd_ufunc1``), called on one element as NumPy calls it for a
-    scalar: NumPy's bits and IEEE flags, whatever SIMD code it picked for this CPU."""
+def ufunc_call(em: Emit, k: int, name: str, v: SVal, w: SVal | None = None) -> SVal:
+    """``np.<name>(v)`` of a float, or ``np.<name>(v, w)`` of numbers NumPy computes in float64
+    (the caller checks NumPy's type resolution), through NumPy's own float64 loop of that ufunc
+    (entry `k` of the kernel's table: ``npd_ufunc1``/``npd_ufunc2``), called on one element as
+    NumPy calls it for a scalar: NumPy's bits and IEEE flags, whatever SIMD code it picked for
+    this CPU."""
+    if w is not None:  # (an int argument is cast to float64, as NumPy casts it)
+        x, y = _as_double(em, v), _as_double(em, w)
+        return float_result(em, ("np", None), f"npd_ufunc2({k}, {x}, {y})")
     if v.ty.fam != "float":
         raise Refuse(f"numpy.{name} of a {v.ty} (NumPy may pick another loop than float64's)")
     return float_result(em, ("np", None), f"npd_ufunc1({k}, {v.c})")

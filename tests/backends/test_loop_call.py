@@ -155,3 +155,23 @@ def test_threads_running_one_kernel_at_once_share_nothing():
             assert total(inputs[k]) == totals[k]
     assert run_in_threads(work, 4) == []
     assert loop_kernels.kernels_for(running_sums.__code__)
+
+
+def last_row(A):
+    t = 0.0
+    for row in A:
+        t += row[0]
+    return row, t
+
+
+def test_a_row_local_comes_back_as_the_same_view_from_both_paths():
+    """A row is not an input: both paths box it as ``A[i]`` (a new view of that row)."""
+    A2 = RNG.random((5, 3))
+    kernel = _kernel(last_row, A2)
+    values = {"A": A2, "t": 0.0}
+    fast, slow = _both(kernel, None, tuple(values[n] for n in kernel.nest.inputs))
+    assert fast[0] == slow[0]
+    k = kernel.names.index("row")
+    for got in (fast[1][k], slow[1][k]):
+        assert got.base is A2 and got.__array_interface__ == A2[4].__array_interface__
+    check(last_row, A2)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import dynamo
+from dynamo import loop_kernels
 from support.loops import check, fresh_kernels  # noqa: F401 (a fixture)
 
 
@@ -97,6 +99,13 @@ def inner_items(A, w, out):
     return out
 
 
+def zipped_rows(A, B):
+    t = 0.0
+    for u, v in zip(A, B):  # (rows zipped: not lowered)
+        t += u[0] * v[0]
+    return t
+
+
 def from_one(a):
     s = 0.0
     for i, v in enumerate(a, 1):
@@ -139,6 +148,50 @@ def calls_an_item_loop(a, n):
     return t
 
 
+def row_sums(A, out):
+    for i, row in enumerate(A):
+        s = 0.0
+        for j in range(row.shape[0]):
+            s += row[j] * j
+        out[i] = s + row.max()  # (not .sum(): NumPy 2.2 sums float64 in pieces)
+    return out
+
+
+def scale_rows(A, k):
+    """Writes through each row (into A), then an IndexError at row k."""
+    for i, row in enumerate(A):
+        for j in range(len(row)):
+            row[j] *= 2.0
+        if i == k:
+            row[len(row)] = 0.0
+    return A
+
+
+def int_rows(A, k):
+    """A deoptimisation in the middle (past int64 at some row): Python goes on over A[n:]."""
+    t = 0
+    for row in A:
+        t += int(row[0]) * k
+    return t
+
+
+def last_row(A):
+    t = 0.0
+    for row in A:
+        t += row[0] + row[-1]
+    return row, t
+
+
+def planes(A3):
+    """Rows of a 3-d array are 2-d; a row of one of them deoptimises (a row of a row)."""
+    t = 0.0
+    for plane in A3:
+        t += plane[0, 0]
+        for row in plane:
+            t += row[1]
+    return t
+
+
 def three(a, b, c):
     s = 0.0
     for u, v, x in zip(a, b, c):
@@ -165,6 +218,13 @@ RNG = np.random.default_rng(3)
     (from_one, (RNG.random(300),)),
     (zipped_from, (RNG.random(30), RNG.random(40))),
     (calls_an_item_loop, (RNG.random(30), 20)),
+    (row_sums, (RNG.random((40, 9)), np.zeros(40))),
+    (row_sums, (np.asfortranarray(RNG.random((40, 9))), np.zeros(40))),
+    (row_sums, (RNG.random((30, 0)), np.zeros(30))),
+    (scale_rows, (RNG.random((20, 5)), 100)),
+    (last_row, (RNG.random((6, 4)),)),
+    (last_row, (RNG.random((0, 4)),)),
+    (planes, (RNG.random((3, 4, 5)),)),
 ], ids=lambda x: getattr(x, "__name__", ""))
 def test_loops_over_elements_run_as_kernels(fn, args):
     check(fn, *args)
@@ -179,12 +239,23 @@ def test_loops_over_elements_run_as_kernels(fn, args):
     (histogram, (RNG.random(600) * 1.001, np.zeros(10, np.int64))),
     (where_greater, (RNG.random(300), RNG.random(300), np.zeros(100))),
     (counted_from, (np.arange(1000.0), 2**45)),
+    (scale_rows, (RNG.random((20, 5)), 7)),
+    (scale_rows, (RNG.random((600, 3)), 520)),  # (past a save point)
+    (int_rows, (np.arange(2000.0).reshape(1000, 2), 2**44)),
 ], ids=lambda x: getattr(x, "__name__", ""))
 def test_a_deoptimisation_continues_over_the_rest_of_the_elements(fn, args):
     check(fn, *args)
 
 
+def test_a_row_comes_back_as_a_view_of_its_row():
+    A = RNG.random((6, 4))
+    row, _ = dynamo.compile(last_row, backend="c")(A)
+    assert row.base is A and np.shares_memory(row, A) and np.array_equal(row, A[5])
+    assert loop_kernels.kernels_for(last_row.__code__)
+
+
 def test_what_is_not_lowered_stays_exact():
     check(three, RNG.random(9), RNG.random(9), RNG.random(9), kernel=False)
     check(rows, RNG.random((4, 5)), np.zeros(4), kernel=False)
+    check(zipped_rows, RNG.random((4, 5)), RNG.random((4, 5)), kernel=False)
     check(from_a_variable, RNG.random(9), 4, kernel=False)

@@ -149,3 +149,51 @@ def test_kernels_that_differ_only_in_their_ufunc_keep_their_own():
     a = RNG.random(50)
     for name in ("tanh", "exp", "tanh"):
         check(twins[name], a)
+
+
+# Ufuncs of two arguments -------------------------------------------------------------------
+
+def apply2(name):
+    """``out[i] = np.<name>(a[i], b[i])`` for each i."""
+    namespace = {"np": np}
+    exec(f"def each2_{name}(a, b, out):\n"
+         f"    for i in range(a.shape[0]):\n"
+         f"        out[i] = np.{name}(a[i], b[i])\n"
+         f"    return out\n", namespace)
+    return namespace[f"each2_{name}"]
+
+
+def with_python_numbers(a, n):
+    s = 0.0
+    for i in range(n):
+        s += np.maximum(a[i], 0.5) + np.minimum(i, a[i]) + np.arctan2(1, i) + np.hypot(i, 2.5)
+    return s
+
+
+def of_two_ints(n):
+    t = 0
+    for i in range(n):
+        t += np.maximum(i, 3)  # (two ints: NumPy's int64 loop, not float64's)
+    return t
+
+
+def of_bools(a, n):
+    t = 0.0
+    for i in range(n):
+        t += np.maximum(a[i] > 0.0, 0.5)  # (a NumPy bool argument: not lowered)
+    return t
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum", "fmax", "fmin", "arctan2", "hypot",
+                                  "power", "copysign", "fmod", "logaddexp", "nextafter",
+                                  "floor_divide", "remainder"])
+def test_numpy_bits_and_warnings_of_two_argument_ufuncs(name):
+    a = np.concatenate([WIDE[:2000], SPECIAL, SPECIAL[::-1]])
+    b = np.concatenate([WIDE[2000:4000], SPECIAL[::-1], SPECIAL])
+    check(apply2(name), a, b, np.empty(a.shape))  # (warnings: NumPy's own, in order)
+
+
+def test_python_numbers_as_arguments_and_what_is_not_lowered():
+    check(with_python_numbers, RNG.standard_normal(300), 300)
+    check(of_two_ints, 20, kernel=False)
+    check(of_bools, RNG.standard_normal(20), 20, kernel=False)

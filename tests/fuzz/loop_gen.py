@@ -18,10 +18,10 @@ under conditions; ``if``/``elif``/``else`` on scalar comparisons and on array el
 ``and``/``or``/``not``; Python int, Python float and NumPy scalar locals (element reads) with
 ``+ - * / // %``, unary ``-``, ``abs``, ``min``/``max``, ``math.sqrt``, ``math.exp``,
 ``math.floor``, ``int()``, ``float()``, NumPy ufuncs on scalars (``np.tanh``, ``np.exp``,
-``np.log1p``, ...: NumPy's own loops in a kernel), sums, maxima and minima of 1-d slices
-(``A[i, j:].sum()``, ``np.max(B[:i])``), calls of the module's own functions (`HELPERS`,
-inlined); augmented assignments on locals, on ``s`` and on
-elements; element reads and writes with index expressions (``A[i - 1]``, ``A[i, j + 1]``,
+``np.log1p``, ``np.maximum``, ``np.power``, ...: NumPy's own loops in a kernel), sums, maxima
+and minima of 1-d slices (``A[i, j:].sum()``, ``np.max(B[:i])``), calls of the module's own
+functions (`HELPERS`, inlined); augmented assignments on locals, on ``s`` and on elements;
+element reads and writes with index expressions (``A[i - 1]``, ``A[i, j + 1]``,
 negative constants, computed indices, sometimes out of range on purpose).
 
 And, now and then, what makes a compiled loop stop: Python ints past int64 (``k * 2**62``,
@@ -198,7 +198,10 @@ class _Gen:
         roll = self.r.randrange(100)
         if roll >= 95:  # NumPy's own loop of a ufunc on a scalar (a warning now and then)
             self.features.add("ufunc")
-            name = self.pick(["tanh", "exp", "log1p", "sin", "arctan", "cbrt"])
+            name = self.pick(["tanh", "exp", "log1p", "sin", "arctan", "cbrt", "maximum",
+                              "arctan2", "power", "hypot"])
+            if name in ("maximum", "arctan2", "power", "hypot"):  # (two arguments)
+                return f"np.{name}({self.float_atom(scope)}, {self.number(scope, 2)})"
             return f"np.{name}({self.float_atom(scope)})"
         if roll < 45 and scope.floats:
             return self.pick(scope.floats)

@@ -50,8 +50,8 @@ from .numpy_loops import reduce_loop, ufunc_loop
 __all__ = ["LoopKernel", "PRELUDE"]
 
 CDEF = """
-typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable; }
-    npd_arr;
+typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable;
+                 long long row; } npd_arr;
 typedef union { long long i; double f; } npd_val;
 """
 
@@ -274,13 +274,15 @@ class LoopKernel:
             d.strides[0:a.ndim] = a.strides
             d.id = j
             d.writeable = flags.writeable
+            d.row = 0
         k = self.fn(arrs, v, tag, bound, rng, 1 if threading.get_ident() == _MAIN else 0, v + n)
         result = []
         for j, fam in self._out_plan:
             if not bound[j]:
                 result.append(UNBOUND)
-            elif fam is None:
-                result.append(arrays[v[j].i])
+            elif fam is None:  # (an input array, or a row of one: id + (1 + row) << 16)
+                row = v[j].i >> 16
+                result.append(arrays[v[j].i & 0xFFFF][row - 1] if row else arrays[v[j].i])
             else:
                 result.append(_box(fam, tag[j], v[j]))
         if k == -1:

@@ -21,8 +21,10 @@ PRELUDE = r"""
 #include <stdlib.h>
 #include <signal.h>
 
-typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable; }
-    npd_arr;
+/* an array: an input's `id` (its place in the call's arrays), or row `row - 1` of one (a
+   ``for row in A`` loop's row, row >= 1; 0: the whole array) */
+typedef struct { char *data; long long shape[4]; long long strides[4]; int id; int writeable;
+                 long long row; } npd_arr;
 typedef union { long long i; double f; } npd_val;
 typedef struct { char *addr; long long old; } npd_undo;
 /* a block of n elements at addr, stride apart, whose old values are arena[at:at+n], logged
@@ -30,6 +32,21 @@ typedef struct { char *addr; long long old; } npd_undo;
 typedef struct { char *addr; long long stride, n, at, pos; } npd_block;
 typedef struct { npd_undo *items; long long n, cap; npd_block *blocks; long long nb, capb;
                  long long *arena; long long na, capa; } npd_log;
+
+/* row i of array a (loop_nest.items: ``for row in A``) */
+static inline npd_arr npd_row(npd_arr a, long long i) {
+    npd_arr r;
+    r.data = a.data + i * a.strides[0];
+    for (int k = 0; k < 3; k++) {
+        r.shape[k] = a.shape[k + 1];
+        r.strides[k] = a.strides[k + 1];
+    }
+    r.shape[3] = r.strides[3] = 0;
+    r.id = a.id;
+    r.writeable = a.writeable;
+    r.row = i + 1;
+    return r;
+}
 
 static int npd_log_grow(npd_log *log) {
     long long cap = log->cap ? 2 * log->cap : 256;
@@ -242,8 +259,8 @@ static inline double *npd_ub_take(int k) {
     return b;
 }
 
-/* NumPy's own float64 loops of unary ufuncs (set once the library is loaded: npd_set_ufunc),
-   called on one element as NumPy calls them for a scalar */
+/* NumPy's own inner loops (set once the library is loaded: npd_set_ufunc): ufuncs' float64
+   loops, called on one element as NumPy calls them for a scalar, and reductions' loops */
 typedef void (*npd_uloop)(char **, const long long *, const long long *, void *);
 static npd_uloop npd_ufn[16];
 static void *npd_udata[16];
@@ -257,6 +274,18 @@ static inline double npd_ufunc1(int k, double x) {
     long long n = 1, steps[2] = {8, 8};
     /* (some of NumPy's loops clear the IEEE flags before they set the ones their result
        calls for: the flags of the kernel's earlier operations are raised again after it) */
+    int before = fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO);
+    npd_ufn[k](args, &n, steps, npd_udata[k]);
+    if (before)
+        feraiseexcept(before);
+    return r;
+}
+
+/* a two-argument ufunc's float64 loop on one pair (npd_ufunc1's way) */
+static inline double npd_ufunc2(int k, double x, double y) {
+    double r;
+    char *args[3] = {(char *)&x, (char *)&y, (char *)&r};
+    long long n = 1, steps[3] = {8, 8, 8};
     int before = fetestexcept(FE_INVALID | FE_OVERFLOW | FE_DIVBYZERO);
     npd_ufn[k](args, &n, steps, npd_udata[k]);
     if (before)

@@ -123,7 +123,7 @@ def _write(nest: LoopNest, prefix: str) -> list[str]:
         t = f"{'SNT' if prefix == 'SN' else 'T'}_{name}"
         b = f"{'SNB' if prefix == 'SN' else 'B'}_{name}"
         if isinstance(ty, ArrTy):
-            lines.append(f"v[{k}].i = {val}.id; bound[{k}] = {b};")
+            lines.append(f"v[{k}].i = {val}.id + ({val}.row << 16); bound[{k}] = {b};")
         else:
             tagv = t if name in nest.tagged else ("1" if ty.tag == "np" else "0")
             lines.append(f"v[{k}].{_FIELD[ty.fam]} = {val}; tag[{k}] = {tagv}; bound[{k}] = {b};")

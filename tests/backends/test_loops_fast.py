@@ -268,8 +268,8 @@ def test_a_long_save_window_of_repeated_blocks_is_undone_to_its_start(k):
 
 
 def test_buffers_kept_from_an_earlier_call_hold_nothing_of_it():
-    """A call reuses the thread's undo log, scratch and batch buffers of the last one (no
-    page faults per call): a deoptimisation undoes its own writes only."""
+    """A call reuses the undo log, scratch and batch buffers an earlier call of the library
+    kept (no page faults per call): a deoptimisation undoes its own writes only."""
     u = RNG.random(fast.CHUNK * 2 + 3)
     compiled = dynamo.compile(steps_then_fail, backend="c")
     compiled(u.copy(), u.copy(), 1000)  # (a big log, kept)

@@ -99,28 +99,6 @@ static void npd_log_free(npd_log *log) {
     free(log->arena);
 }
 
-/* The buffers of this thread's last call, kept for its next one (npd_log_take, npd_log_keep,
-   and the same for the scratch buffer and the batch buffers): a block log of a long chunk is
-   malloc'd with mmap, whose fresh pages fault in on every call otherwise (a stencil over
-   20,000 elements spent more time in page faults than computing). A call takes them (the
-   thread's slots are empty while it runs: nothing else runs in this thread meanwhile, as a
-   kernel calls no Python) and gives them back, up to NPD_KEEP_BYTES in all. */
-#define NPD_KEEP_BYTES (64LL << 20)
-static __thread npd_log npd_kept_log;
-static inline void npd_log_take(npd_log *log) {
-    *log = npd_kept_log;
-    memset(&npd_kept_log, 0, sizeof npd_kept_log);
-    NPD_LOG_CLEAR(*log);
-}
-static void npd_log_keep(npd_log *log) {
-    long long bytes = log->cap * (long long)sizeof(npd_undo)
-                      + log->capb * (long long)sizeof(npd_block) + log->capa * 8;
-    if (bytes > NPD_KEEP_BYTES)
-        npd_log_free(log);
-    else
-        npd_kept_log = *log;
-}
-
 /* a fast copy's test (loop_nest.fast): a + c .. b + c within [lo, hi], without overflow */
 static inline int npd_span(long long a, long long b, long long c, long long lo, long long hi) {
     long long x, y;
@@ -240,23 +218,51 @@ static int npd_scratch_reserve(npd_scratch *s, long long n) {
     s->cap = n;
     return 0;
 }
-static __thread npd_scratch npd_kept_scratch;
-static __thread double *npd_kept_ub[4];  /* (loop_nest.batches.MAX_BATCHES) */
-static inline void npd_scratch_take(npd_scratch *s) {
-    *s = npd_kept_scratch;
-    npd_kept_scratch.data = NULL;
-    npd_kept_scratch.cap = 0;
+/* The buffers of a call, kept for the next one (npd_take, npd_give): a block log of a long
+   chunk is malloc'd with mmap, whose fresh pages fault in on every call otherwise (a stencil
+   over 20,000 elements spent more time in page faults than computing). One set per library,
+   in one slot: a call takes it (or makes an empty set when another call holds it: calls in
+   several threads share nothing) and puts it back if the slot is empty, each buffer only up
+   to NPD_KEEP_BYTES (what a big call needs beyond that is freed: its pages' faults cost
+   little next to its work). The slot's set is freed when the library is unloaded (no call
+   runs then: the library goes when its last kernel does), so nothing outlives it, whichever
+   threads ran it. */
+#define NPD_KEEP_BYTES (8LL << 20)
+typedef struct { npd_log log; npd_scratch scratch; double *ub[4]; } npd_kept;
+static npd_kept *npd_kept_slot;
+static npd_kept npd_no_kept;  /* (all empty: the set of a call whose calloc failed) */
+static npd_kept *npd_take(void) {
+    npd_kept *k = __atomic_exchange_n(&npd_kept_slot, NULL, __ATOMIC_ACQ_REL);
+    return k ? k : (npd_kept *)calloc(1, sizeof(npd_kept));
 }
-static void npd_scratch_keep(npd_scratch *s) {
-    if (s->cap * 8 > NPD_KEEP_BYTES)
-        free(s->data);
-    else
-        npd_kept_scratch = *s;
+static void npd_kept_free(npd_kept *k) {
+    npd_log_free(&k->log);
+    free(k->scratch.data);
+    for (int j = 0; j < 4; j++)
+        free(k->ub[j]);
+    free(k);
 }
-static inline double *npd_ub_take(int k) {
-    double *b = npd_kept_ub[k];
-    npd_kept_ub[k] = NULL;
-    return b;
+static void npd_give(npd_kept *k) {
+    npd_log *log = &k->log;
+    if (log->cap * (long long)sizeof(npd_undo) + log->capb * (long long)sizeof(npd_block)
+            + log->capa * 8 > NPD_KEEP_BYTES) {
+        npd_log_free(log);
+        memset(log, 0, sizeof *log);
+    }
+    if (k->scratch.cap * 8 > NPD_KEEP_BYTES) {
+        free(k->scratch.data);
+        k->scratch.data = NULL;
+        k->scratch.cap = 0;
+    }
+    npd_kept *none = NULL;
+    if (!__atomic_compare_exchange_n(&npd_kept_slot, &none, k, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        npd_kept_free(k);
+}
+__attribute__((destructor)) static void npd_kept_unload(void) {
+    if (npd_kept_slot)
+        npd_kept_free(npd_kept_slot);
+    npd_kept_slot = NULL;
 }
 
 /* NumPy's own inner loops (set once the library is loaded: npd_set_ufunc): ufuncs' float64

@@ -53,14 +53,18 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("npd_log undo;")
     decl.append("npd_scratch scratch;")
     sites = [b[1] for st in nest.stmts if st.kind == "fast" for b in st.args[11]]
-    decl += [f"double *npd_ub{site} = npd_ub_take({site});" for site in sites]
+    decl += [f"double *npd_ub{site};" for site in sites]
     decl.append("int result = 0;")
     # (the call's fast chunks, added to the library's count once at its end: an atomic
     # increment per chunk cost a stencil of short rows a third of its time)
     decl.append("long long chunks = 0;")
     out += ["    " + d for d in decl]
     out.append("    memset(&ret[0], 0, sizeof ret[0]);")
-    out.append("    npd_log_take(&undo); npd_scratch_take(&scratch);")
+    # (the buffers of an earlier call, kept: `npd_take` in c_loop_runtime)
+    out.append("    npd_kept *kept = npd_take();")
+    out.append("    if (!kept) kept = &npd_no_kept;")
+    out.append("    undo = kept->log; NPD_LOG_CLEAR(undo); scratch = kept->scratch;")
+    out += [f"    npd_ub{site} = kept->ub[{site}];" for site in sites]
     for k, name in enumerate(names):
         ty = nest.locals[name]
         if name in nest.inputs:
@@ -95,8 +99,14 @@ def c_source(nest: LoopNest, fname: str) -> str:
     out.append("    if (chunks) __atomic_fetch_add(&npd_chunks, chunks, __ATOMIC_RELAXED);")
     out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
     out.append("    if (caught) npd_release_sigint();")
-    out.append("    npd_log_keep(&undo); npd_scratch_keep(&scratch);")
-    out += [f"    npd_kept_ub[{site}] = npd_ub{site};" for site in sites]
+    out.append("    if (kept != &npd_no_kept) {")
+    out.append("        kept->log = undo; kept->scratch = scratch;")
+    out += [f"        kept->ub[{site}] = npd_ub{site};" for site in sites]
+    out.append("        npd_give(kept);")
+    out.append("    } else {")
+    out.append("        npd_log_free(&undo); free(scratch.data);")
+    out += [f"        free(npd_ub{site});" for site in sites]
+    out.append("    }")
     out.append("    return result;")
     out.append("}")
     return "\n".join(out) + "\n"

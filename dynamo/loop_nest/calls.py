@@ -26,7 +26,11 @@ from .values import AVal, MethodV, RangeV, TupleV
 __all__ = ["call"]
 
 _BUILTIN_CALLS = {range: "range", len: "len", abs: "abs", min: "min", max: "max", int: "int",
-                  float: "float", enumerate: "enumerate", zip: "zip"}
+                  float: "float", enumerate: "enumerate", zip: "zip", round: "round",
+                  np.float64: "float64"}
+#: NumPy's tests of a float (``d->?`` loops: no IEEE flags, C's own answer) -> the C test
+_FLOAT_TESTS = {np.isnan: "isnan", np.isinf: "isinf", np.isfinite: "isfinite",
+                np.signbit: "signbit"}
 _NUMPY_CALLS = {np.sqrt: "sqrt", np.fabs: "fabs", np.floor: "floor", np.ceil: "ceil",
                 np.trunc: "trunc"}
 
@@ -66,6 +70,18 @@ def call(self, fn, args: list):
         return S.unary(self, "abs", self.scalar(args[0]))
     if kind in ("int", "float") and len(args) == 1:
         return S.convert(self, kind, self.scalar(args[0]))
+    if kind == "float64" and len(args) == 1:  # (np.float64(x) of a number)
+        v = S.convert(self, "float", self.scalar(args[0]))
+        return SVal(Ty("float", "np"), v.c)
+    if kind == "round" and len(args) == 1:
+        return S.round_int(self, self.scalar(args[0]))
+    if _hashable(fn) and fn in _FLOAT_TESTS and len(args) == 1:
+        v = self.scalar(args[0])
+        if v.ty.fam != "float":
+            raise Refuse(f"numpy.{fn.__name__} of a {v.ty}")
+        t = self.temp("int")
+        self.assign(t, f"({_FLOAT_TESTS[fn]}({v.c}) != 0)")
+        return SVal(Ty("bool", "np"), t)
     if kind in ("min", "max") and len(args) == 2:
         a, b = self.scalar(args[0]), self.scalar(args[1])
         if a.ty.fam != b.ty.fam or "bool" in (a.ty.fam,):

@@ -296,6 +296,9 @@ class Opcodes:
             value = getattr(obj.obj, attr, None)
             if value is None:
                 raise Refuse(f"{obj.obj.__name__}.{attr} does not exist")
+            if type(value) is float and not method and obj.obj.__name__ in ("math", "numpy"):
+                st.append(S.constant(value))  # (np.pi, math.e, math.inf: constants)
+                return
             modname = [k for k, v in self.used_statics.items() if v is obj.obj]
             self.used_statics[(modname[0] if modname else obj.obj.__name__, attr)] = value
             if method and not compat.NULL_AFTER_CALLABLE:

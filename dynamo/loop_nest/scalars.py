@@ -37,7 +37,7 @@ from typing import Any, Protocol
 from .ir import CTYPE, Ty
 
 __all__ = ["SVal", "Emit", "Refuse", "float_result", "binary", "compare", "unary", "truth",
-           "convert", "math_call", "combine_tags", "MATH_FUNCTIONS", "BIG"]
+           "convert", "round_int", "math_call", "combine_tags", "MATH_FUNCTIONS", "BIG"]
 
 #: beyond this, an int64 converts to double inexactly (Python compares and divides exactly)
 BIG = 1 << 53
@@ -206,6 +206,19 @@ def convert(em: Emit, to: str, v: SVal) -> SVal:
                  "float")
         return _new(em, "int", ("py", None), f"(long long){v.c}")
     return _new(em, "int", ("py", None), v.c)
+
+
+def round_int(em: Emit, v: SVal) -> SVal:
+    """``round(v)``: a Python int; a float rounds half to even (C's ``nearbyint`` in the
+    default rounding mode), and a NaN, an infinity or a float past int64 deoptimises (Python
+    raises ValueError or OverflowError, or makes a big int)."""
+    if v.ty.fam == "bool" and v.ty.tag != "py":
+        raise Refuse("round() of a NumPy bool")
+    if v.ty.fam != "float":
+        return _new(em, "int", ("py", None), v.c)
+    em.check(f"!({v.c} > -9.2e18 && {v.c} < 9.2e18)", "round() of a NaN, an infinity or a big "
+             "float")
+    return _new(em, "int", ("py", None), f"(long long)nearbyint({v.c})")
 
 
 #: math functions lowered (CPython calls the same C function, with `math_1`'s error rule),

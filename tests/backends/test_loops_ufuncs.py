@@ -6,6 +6,8 @@ of arguments (support.loops.check compares floats by their bytes)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -197,3 +199,40 @@ def test_python_numbers_as_arguments_and_what_is_not_lowered():
     check(with_python_numbers, RNG.standard_normal(300), 300)
     check(of_two_ints, 20, kernel=False)
     check(of_bools, RNG.standard_normal(20), 20, kernel=False)
+
+
+# Constants of math and NumPy, tests of a float, np.float64(), round() ------------------------
+
+def constants_and_tests(a, out):
+    n = 0
+    for i in range(a.shape[0]):
+        x = a[i]
+        if np.isnan(x) or not np.isfinite(x):
+            n += 1
+            continue
+        out[i] = x * np.pi + math.e + np.float64(i) + float(np.e) + (1.0 if np.signbit(x) else 0.0)
+        out[i] += round(x * 10.0) + round(i)
+        if np.isinf(x * 1e300):
+            n += 100
+    return n, out
+
+
+def round_of_nan(a):
+    t = 0
+    for i in range(a.shape[0]):
+        t += round(a[i])  # (ValueError for a NaN, OverflowError for an infinity)
+    return t
+
+
+@pytest.mark.parametrize("values", [
+    np.array([0.5, 1.5, 2.5, -0.5, -1.5, 0.0, -0.0, np.nan, np.inf, -np.inf, 1e300, -3.7, 2.49]),
+    RNG.standard_normal(300) * 100,
+])
+def test_constants_float_tests_and_round_run_in_the_kernel(values):
+    check(constants_and_tests, values, np.zeros(values.shape))
+
+
+def test_round_of_a_nan_or_an_infinity_raises_at_its_iteration():
+    check(round_of_nan, np.array([0.5, 1.5, 2.5, np.nan, 3.0]))
+    check(round_of_nan, np.array([0.5, -np.inf]))
+    check(round_of_nan, np.array([0.5, 2.5, 1e300]))  # (a big int, in Python)

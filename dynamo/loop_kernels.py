@@ -39,11 +39,13 @@ from .backends.c.c_loop_nest import LoopKernel
 from .bytecode_analysis import code_info
 from .codegen import Codegen, call_resume
 from .exc import Unsupported
+from .guards import Guard
 from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, SCALAR_TYPES, ArrTy, Ty
 from .loop_nest.lower import Refuse, loop_at, lower, range_statement, region
 from .records import note_loop
 from .resume import in_loop_body
+from .source import AttrSource, GetItemSource, GlobalSource
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
 from .variables.lazy import LazyVariable
 from .variables.ndarray import NDArrayVariable
@@ -207,7 +209,8 @@ def plan(tx, index: int) -> "KernelPlan | None":
         statics = _statics(tx, global_names)
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
                tuple(sorted((n, repr(o) if type(o) in (int, float, bool) else
-                             (id(o), id(getattr(o, "__code__", None))))
+                             (id(o), id(getattr(o, "__code__", None)),
+                              repr(getattr(o, "__defaults__", None))))
                             for n, o in statics.items())))
         built = _built.setdefault(code, {})
         kernel = built.get(key)
@@ -233,6 +236,10 @@ def plan(tx, index: int) -> "KernelPlan | None":
     for name in kernel.nest.globals_used:
         if isinstance(name, str):
             tx.load_global(name)  # (its guard: the kernel's code depends on what it is)
+        elif name[0] == "__defaults__":  # (a default an inlined call takes: its value)
+            value = kernel.nest.globals_used[name]
+            source = GetItemSource(AttrSource(GlobalSource(name[1]), "__defaults__"), name[2])
+            tx.output.add_guard(Guard(source, "CONSTANT_MATCH", (type(value), value)))
     return KernelPlan(kernel, site)
 
 

@@ -17,7 +17,8 @@ kernel deoptimises to its last save point, at the head of the outermost loop, ou
 call, and the iteration runs again in Python, calls included.
 
 What is inlined: a function whose ``__globals__`` are the loop's module (its own globals are
-then guarded as the loop's), called with exactly its positional parameters, with no closure,
+then guarded as the loop's), called with its positional parameters (those left out have
+defaults that are numbers: constants of the kernel, guarded on their values), with no closure,
 no ``*args``/``**kwargs``, no keyword-only parameters, no try/with, no generator, not
 recursive, at most `MAX_DEPTH` calls deep; its body is lowered by the same rules as the loop
 (anything else in it refuses the loop, naming the construct). An innermost loop's fast copy
@@ -63,6 +64,8 @@ class Frame:
     chain: tuple
     params: tuple
     others: tuple
+    #: the indices in ``fn.__defaults__`` of the defaults the call takes
+    defaults: tuple = ()
 
     @property
     def base(self) -> int:
@@ -131,9 +134,12 @@ def _frame(lw, pos: int, fn: types.FunctionType, nargs: int) -> Frame:
             or code.co_kwonlyargcount or code.co_posonlyargcount > code.co_argcount):
         raise Refuse(f"{name}() has a closure, *args, **kwargs, keyword-only parameters or "
                      "is a generator (not inlined)")
-    if nargs != code.co_argcount:
-        raise Refuse(f"{name}() called with {nargs} of its {code.co_argcount} parameters "
-                     "(defaults are not inlined)")
+    defaults = fn.__defaults__ or ()
+    missing = code.co_argcount - nargs
+    if missing < 0 or missing > len(defaults) or any(
+            type(d) not in (int, float, bool) for d in defaults[len(defaults) - missing:]):
+        raise Refuse(f"{name}() called with {nargs} of its {code.co_argcount} parameters (only "
+                     "defaults that are numbers are inlined)")
     info = code_info(code)
     if any(info.in_exception_block(j) for j in range(len(info.instructions))):
         raise Refuse(f"{name}() holds a try/with statement")
@@ -146,7 +152,14 @@ def _frame(lw, pos: int, fn: types.FunctionType, nargs: int) -> Frame:
     instrs = [_rename(instr, names) for instr in info.instructions]
     frame = Frame(number, fn, instrs, info, pos + 1, (*chain, code),
                   tuple(names[n] for n in code.co_varnames[:code.co_argcount]),
-                  tuple(names[n] for n in code.co_varnames[code.co_argcount:]))
+                  tuple(names[n] for n in code.co_varnames[code.co_argcount:]),
+                  tuple(range(len(defaults) - missing, len(defaults))))
+    if missing:  # (the defaults it takes are guarded on their values: `loop_kernels`)
+        known = [g for g, obj in lw.used_statics.items() if obj is fn and isinstance(g, str)]
+        if not known:
+            raise Refuse(f"{name}() uses defaults and is not named by a global")
+        for k in frame.defaults:
+            lw.used_statics[("__defaults__", known[0], k)] = defaults[k]
     where.frames[pos] = frame
     where.lists.append(instrs)
     where.infos.append(info)
@@ -169,6 +182,7 @@ def enter(lw, pos: int, fn: types.FunctionType, args: list, state: State):
     """The call at `pos` of `fn` with `args` (the stack below them is the caller's): bind the
     parameters, unbind the other locals, go to the callee's first instruction."""
     frame = _frame(lw, pos, fn, len(args))
+    args = [*args, *(constant(fn.__defaults__[k]) for k in frame.defaults)]
     for name, value in zip(frame.params, args):
         state.locals.pop(name, None)  # (a fresh binding: another call may have had another type)
         lw.store_local(name, value, state)

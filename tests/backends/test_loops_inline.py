@@ -131,8 +131,8 @@ def recursive(n):
     return t
 
 
-def with_default(x, y=2.0):
-    return x * y
+def with_default(x, y=(2.0,)):
+    return x * y[0]
 
 
 def calls_with_default(a):
@@ -189,7 +189,7 @@ def test_a_recursive_function_is_not_inlined():
     check(recursive, 30, kernel=False)
 
 
-def test_a_call_that_needs_a_default_is_not_inlined():
+def test_a_call_that_needs_a_default_that_is_not_a_number_is_not_inlined():
     check(calls_with_default, np.arange(5.0), kernel=False)
 
 
@@ -249,3 +249,27 @@ def test_a_loop_calling_a_helper_with_a_loop_is_not_innermost():
     check(calls_a_looping_helper, np.linspace(-1, 1, 50), np.zeros(50))
     (kernel,) = loop_kernels.kernels_for(calls_a_looping_helper.__code__)
     assert not [s for s in kernel.nest.stmts if s.kind == "fast"]
+
+
+def scaled(x, by=2.0, shift=1):
+    return x * by + shift
+
+
+def calls_with_defaults(a):
+    s = 0.0
+    for v in a:
+        s += scaled(v) + scaled(v, 0.5)
+    return s
+
+
+def test_defaults_that_are_numbers_are_constants_guarded_on_their_values():
+    a = np.arange(10.0)
+    check(calls_with_defaults, a)
+    compiled = dynamo.compile(calls_with_defaults, backend="c")
+    old = scaled.__defaults__
+    try:
+        scaled.__defaults__ = (3.0, -1)
+        assert compiled(a) == calls_with_defaults(a)
+        assert len(loop_kernels.kernels_for(calls_with_defaults.__code__)) == 2
+    finally:
+        scaled.__defaults__ = old

@@ -101,9 +101,11 @@ class Slots:
         elif isinstance(s, SVal):
             self.declare(s.c, CTYPE[s.ty.fam])
             self.assign(s.c, v.c)
-            if s.tagx:
-                self.declare(s.tagx, "int")
-                self.assign(s.tagx, v.tag_c)
+            # (its tag too, whatever this edge's value is: where paths join, a Python float on
+            # one and a NumPy float64 on another make the slot's tag a run-time one, read from
+            # this variable; an edge that left it unwritten gave the value the other's type)
+            self.declare(f"S{k}t", "int")
+            self.assign(f"S{k}t", v.tag_c)
         elif isinstance(s, AVal):
             self.declare(s.c, "npd_arr")
             self.assign(s.c, v.c)

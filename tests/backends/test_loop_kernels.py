@@ -691,3 +691,21 @@ def test_a_number_global_is_a_constant_guarded_on_its_value():
     namespace["N"] = 2 ** 70  # (past int64: not lowered, plain Python's big int)
     assert np.array_equal(compiled(np.zeros(4), 0.5), fall(np.zeros(4), 0.5))
     assert len(loop_kernels.kernels_for(fall.__code__)) == 2
+
+
+# Values whose type is known at run time only ------------------------------------------------
+
+def last_positive_or_half(a):
+    last = 0.0
+    for i in range(a.shape[0]):
+        last = a[i] if a[i] > 0 else 0.5  # (a NumPy float64 or a Python float on the stack)
+    return last
+
+
+@pytest.mark.parametrize("tail", [1.5, -1.5])
+def test_a_stack_value_of_either_type_where_paths_join(tail):
+    """The join makes the stack slot's type a run-time one: every edge into it writes its
+    tag (an edge with a Python float left it unwritten, so the value came out as a NumPy
+    float64, or the other way round)."""
+    a = np.array([2.0, -1.0, 3.0, tail])
+    check(last_positive_or_half, a)

@@ -17,8 +17,9 @@ kernel deoptimises to its last save point, at the head of the outermost loop, ou
 call, and the iteration runs again in Python, calls included.
 
 What is inlined: a function whose ``__globals__`` are the loop's module (its own globals are
-then guarded as the loop's), called with its positional parameters (those left out have
-defaults that are numbers: constants of the kernel, guarded on their values), with no closure,
+then guarded as the loop's), called with positional and keyword arguments (the parameters left
+out have defaults that are numbers: constants of the kernel, guarded on their values), with no
+closure,
 no ``*args``/``**kwargs``, no keyword-only parameters, no try/with, no generator, not
 recursive, at most `MAX_DEPTH` calls deep; its body is lowered by the same rules as the loop
 (anything else in it refuses the loop, naming the construct). An innermost loop's fast copy
@@ -66,6 +67,8 @@ class Frame:
     others: tuple
     #: the indices in ``fn.__defaults__`` of the defaults the call takes
     defaults: tuple = ()
+    #: the names of the call's keyword arguments (its last arguments)
+    kw: tuple = ()
 
     @property
     def base(self) -> int:
@@ -114,7 +117,7 @@ def _rename(instr, names: dict[str, str]):
     return copy
 
 
-def _frame(lw, pos: int, fn: types.FunctionType, nargs: int) -> Frame:
+def _frame(lw, pos: int, fn: types.FunctionType, nargs: int, kw: tuple) -> Frame:
     """The frame of the call at `pos` (made the first time the lowering gets there)."""
     where = lw.instrs
     frame = where.frames.get(pos)
@@ -135,11 +138,20 @@ def _frame(lw, pos: int, fn: types.FunctionType, nargs: int) -> Frame:
         raise Refuse(f"{name}() has a closure, *args, **kwargs, keyword-only parameters or "
                      "is a generator (not inlined)")
     defaults = fn.__defaults__ or ()
-    missing = code.co_argcount - nargs
-    if missing < 0 or missing > len(defaults) or any(
-            type(d) not in (int, float, bool) for d in defaults[len(defaults) - missing:]):
-        raise Refuse(f"{name}() called with {nargs} of its {code.co_argcount} parameters (only "
-                     "defaults that are numbers are inlined)")
+    params = code.co_varnames[:code.co_argcount]
+    positional = nargs - len(kw)
+    if (positional > len(params) or len(set(kw)) != len(kw)
+            or any(k not in params[max(positional, code.co_posonlyargcount):] for k in kw)):
+        raise Refuse(f"{name}() called with arguments that do not match its parameters")
+    taken = []  # (the indices in __defaults__ of the parameters the call leaves out)
+    for j in range(positional, len(params)):
+        k = j - (len(params) - len(defaults))
+        if params[j] in kw:
+            continue
+        if k < 0 or type(defaults[k]) not in (int, float, bool):
+            raise Refuse(f"{name}() called without {params[j]!r}, whose default is not a "
+                         "number (only defaults that are numbers are inlined)")
+        taken.append(k)
     info = code_info(code)
     if any(info.in_exception_block(j) for j in range(len(info.instructions))):
         raise Refuse(f"{name}() holds a try/with statement")
@@ -153,8 +165,8 @@ def _frame(lw, pos: int, fn: types.FunctionType, nargs: int) -> Frame:
     frame = Frame(number, fn, instrs, info, pos + 1, (*chain, code),
                   tuple(names[n] for n in code.co_varnames[:code.co_argcount]),
                   tuple(names[n] for n in code.co_varnames[code.co_argcount:]),
-                  tuple(range(len(defaults) - missing, len(defaults))))
-    if missing:  # (the defaults it takes are guarded on their values: `loop_kernels`)
+                  tuple(taken), kw)
+    if taken:  # (the defaults it takes are guarded on their values: `loop_kernels`)
         known = [g for g, obj in lw.used_statics.items() if obj is fn and isinstance(g, str)]
         if not known:
             raise Refuse(f"{name}() uses defaults and is not named by a global")
@@ -178,11 +190,19 @@ def _frame(lw, pos: int, fn: types.FunctionType, nargs: int) -> Frame:
     return frame
 
 
-def enter(lw, pos: int, fn: types.FunctionType, args: list, state: State):
-    """The call at `pos` of `fn` with `args` (the stack below them is the caller's): bind the
-    parameters, unbind the other locals, go to the callee's first instruction."""
-    frame = _frame(lw, pos, fn, len(args))
-    args = [*args, *(constant(fn.__defaults__[k]) for k in frame.defaults)]
+def enter(lw, pos: int, fn: types.FunctionType, args: list, state: State, kw: tuple = ()):
+    """The call at `pos` of `fn` with `args`, the last of them named by `kw` (the stack below
+    them is the caller's): bind the parameters, unbind the other locals, go to the callee's
+    first instruction."""
+    frame = _frame(lw, pos, fn, len(args), kw)
+    params = fn.__code__.co_varnames[:fn.__code__.co_argcount]
+    positional = len(args) - len(kw)
+    given = dict(zip(params, args[:positional]))
+    given.update(zip(kw, args[positional:]))
+    defaults = fn.__defaults__ or ()
+    first_default = len(params) - len(defaults)
+    args = [given[p] if p in given else constant(defaults[j - first_default])
+            for j, p in enumerate(params)]
     for name, value in zip(frame.params, args):
         state.locals.pop(name, None)  # (a fresh binding: another call may have had another type)
         lw.store_local(name, value, state)

@@ -230,6 +230,7 @@ class _Lowering(Opcodes, Slots):
         #: the unary ufuncs the loop calls on scalars (`ufunc_slot`)
         self.ufuncs: list = []
         self.batched = 0  # (ufunc call sites computed a chunk at a time: `batches`)
+        self.kw_names: tuple = ()  # (KW_NAMES, for the next CALL)
 
     # the emitter used by `scalars` -------------------------------------------------------------
     def temp(self, ctype: str) -> str:

@@ -64,7 +64,10 @@ class Opcodes:
             self.store_local(inst.arg[1], st.pop(), state)
             return None
         if name == "LOAD_CONST":
-            if isinstance(inst.arg, tuple):  # (a constant index: ``A[0, -1]``)
+            if isinstance(inst.arg, tuple) and inst.arg and all(
+                    type(x) is str for x in inst.arg):  # (3.10, 3.13: a call's keyword names)
+                st.append(Static(inst.arg))
+            elif isinstance(inst.arg, tuple):  # (a constant index: ``A[0, -1]``)
                 st.append(TupleV(tuple(S.constant(x) for x in inst.arg)))
             elif isinstance(inst.arg, slice):
                 if inst.arg.step is not None:
@@ -97,16 +100,26 @@ class Opcodes:
             return None
         if name in ("PRECALL", "RESUME", "EXTENDED_ARG", "CACHE"):
             return None
-        if name in ("CALL", "CALL_FUNCTION", "CALL_METHOD"):
+        if name == "KW_NAMES":  # (3.11, 3.12: the names of the next CALL's keywords)
+            self.kw_names = inst.arg
+            return None
+        if name in ("CALL", "CALL_FUNCTION", "CALL_METHOD", "CALL_KW", "CALL_FUNCTION_KW"):
+            kw, self.kw_names = (self.kw_names if name == "CALL" else ()), ()
+            if name in ("CALL_KW", "CALL_FUNCTION_KW"):
+                names = st.pop()
+                kw = names.obj if isinstance(names, Static) else None
             n = inst.arg
             args = [st.pop() for _ in range(n)][::-1]
-            below = [st.pop()] if name == "CALL_FUNCTION" else [st.pop(), st.pop()]
+            below = [st.pop()] if name.startswith("CALL_FUNCTION") else [st.pop(), st.pop()]
             fns = [v for v in below if isinstance(v, Static)]
             others = [v for v in below if not isinstance(v, (Static, Null))]
-            if len(fns) != 1 or others:
+            if len(fns) != 1 or others or not isinstance(kw, tuple):
                 raise Refuse("a call of something other than a known function")
             if inline.inlinable(self, fns[0].obj):  # (a Python function of this module)
-                return inline.enter(self, i, fns[0].obj, args, state)
+                return inline.enter(self, i, fns[0].obj, args, state, kw)
+            if kw:
+                raise Refuse(f"a call of {getattr(fns[0].obj, '__qualname__', '?')} with keyword "
+                             "arguments")
             st.append(call(self, fns[0].obj, args))
             return None
         if name == "BINARY_OP" or name.startswith(("BINARY_", "INPLACE_")) and (

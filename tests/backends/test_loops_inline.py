@@ -273,3 +273,26 @@ def test_defaults_that_are_numbers_are_constants_guarded_on_their_values():
         assert len(loop_kernels.kernels_for(calls_with_defaults.__code__)) == 2
     finally:
         scaled.__defaults__ = old
+
+
+def window(x, lo=-1.0, hi=1.0, scale=1):
+    return clip(x, lo, hi) * scale
+
+
+def calls_with_keywords(a):
+    s = 0.0
+    for v in a:
+        s += window(v, hi=0.5) + window(v, scale=3, lo=0.0) + window(hi=2.0, x=v)
+    return s
+
+
+def bad_keyword(a):
+    s = 0.0
+    for v in a:
+        s += window(v, top=1.0)  # (TypeError in Python: not inlined)
+    return s
+
+
+def test_keyword_arguments_of_inlined_calls():
+    check(calls_with_keywords, np.linspace(-3.0, 3.0, 41))
+    check(bad_keyword, np.arange(3.0), kernel=False)

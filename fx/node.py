@@ -21,7 +21,8 @@ Side effects are declared, not guessed: `register_impure` adds a target that DCE
 Errors and warnings are effects too: `may_raise_or_warn` says whether a node could raise or warn
 for inputs of its recorded dtypes and shapes (an unused ``x ** x`` on negative integers raises,
 an unused ``x / 0.0`` warns, an unused ``np.log(x)`` raises under the caller's ``np.errstate``);
-DCE removes only nodes that are neither impure nor able to raise or warn.
+DCE removes only nodes that are neither impure nor able to raise or warn. `may_raise` narrows it to
+exceptions when floating-point errors only warn (the C backend fuses no kernel across such a node).
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ from .names import qualified_name
 from .op_rules import written_operands
 from .weak import IdentityMap
 
-__all__ = ["Node", "map_arg", "map_aggregate", "register_impure", "may_raise_or_warn", "OPS"]
+__all__ = ["Node", "map_arg", "map_aggregate", "register_impure", "may_raise_or_warn", "may_raise",
+           "OPS"]
 
 OPS = ("placeholder", "get_attr", "call_function", "call_method", "output")
 
@@ -174,6 +176,50 @@ def may_raise_or_warn(node: Node) -> bool:
     except TypeError:  # unhashable target
         return True
     return True
+
+
+# Calls whose only data-dependent failures on numeric operands are floating-point errors, which
+# warn unless an np.errstate mode raises (`may_raise`): ufuncs and their operators, products,
+# reductions. Integer powers are the exception (negative exponents raise ValueError).
+_FP_ONLY_FUNCTIONS = {
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.pow, operator.matmul, *_SIGN_OPS, *_EXACT_ON_INTEGERS, np.matmul, np.dot,
+    np.inner, np.outer, np.vdot, np.sum, np.prod, np.mean, np.std, np.var, np.max, np.min,
+    np.amax, np.amin, np.argmax, np.argmin, np.cumsum, np.cumprod, np.where, np.clip,
+    np.linalg.norm, np.concatenate, np.stack, np.hstack, np.vstack,
+}
+_FP_ONLY_METHODS = {"sum", "prod", "mean", "std", "var", "max", "min", "argmax", "argmin",
+                    "cumsum", "cumprod", "dot", "astype", "clip"}
+_POWERS = {operator.pow, np.power}
+
+
+def may_raise(node: Node) -> bool:
+    """True unless ``node`` certainly raises no exception (a warning is fine) for inputs of its
+    recorded dtypes and shapes when no ``np.errstate`` mode raises: like `may_raise_or_warn`,
+    but a ufunc, product or reduction of numeric operands (floating-point errors only warn) and
+    a call of constants only (checked by the rules while tracing) are safe. An index (``b[i]``),
+    an integer power, a Python scalar operand or an unknown call may raise."""
+    if not may_raise_or_warn(node):
+        return False
+    if node.op not in ("call_function", "call_method"):
+        return True
+    metas = _input_metas(node)
+    if metas is None:  # an operand without a recorded dtype (a Python scalar, a list)
+        return True
+    if not metas:
+        return node.is_impure()
+    kinds = {m.dtype.kind for m in metas}
+    if not kinds <= set("biufc"):
+        return True
+    target = node.target
+    try:
+        if node.op == "call_method":
+            return target not in _FP_ONLY_METHODS
+        if target in _POWERS and not kinds <= set("fc"):
+            return True
+        return not (isinstance(target, np.ufunc) or target in _FP_ONLY_FUNCTIONS)
+    except TypeError:  # unhashable target
+        return True
 
 
 def _has_node(value: Any) -> bool:

@@ -67,6 +67,7 @@ BUDGETS = {
     "csrc/gc_quiet.c": 590,  # 564
     "csrc/guards.c": 1110,  # 1077
     "csrc/small_call.c": 710,  # 682
+    "dynamo/backends/c/fusion.py": 550,  # 524
     "dynamo/backends/c/kernel.py": 730,  # 705
     "dynamo/backends/c/small.py": 550,  # 529
     "dynamo/codegen.py": 720,  # 695
@@ -77,6 +78,7 @@ BUDGETS = {
     "dynamo/symbolic_convert.py": 840,  # 809
     "dynamo/variables/callables.py": 870,  # 842
     "dynamo/variables/containers.py": 640,  # 618
+    "fx/node.py": 540,  # 515
     "fx/python_code.py": 530,  # 510
     "fx/symbolic.py": 750,  # 723
 }

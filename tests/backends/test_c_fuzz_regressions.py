@@ -157,6 +157,33 @@ def test_errstate_raise_reports_the_first_failing_statement():
     assert calls(f) > before  # default errstate: the kernels run
 
 
+# -- c-raise-drops-warning (tests/fuzz/test_loops_differential.py, seed 5398) ---------------------
+
+RAISE_GRAPHS = {
+    # `1 / x` and `y[i] + 1` shared a kernel, which ran after the index `y[i]`.
+    "shared-kernel": lambda x, y, i: (1.0 / x, y[i] + 1.0),
+    # `1 / x` was inlined into the kernel of `v + y[i]`.
+    "inlined": lambda x, y, i: (lambda v: v + y[i])(1.0 / x),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAISE_GRAPHS))
+def test_an_index_that_raises_keeps_the_warnings_of_earlier_statements(name):
+    # Issue: the loop fuzzer's `x2 /= B[i]; A[i, i] -= v4` (one kernel for the division and
+    # the subtraction, run after `A[i, i]`): at `B[i] == 0.0` with `i` out of bounds for `A`,
+    # NumPy warns "divide by zero", then raises IndexError; the compiled graph raised without
+    # warning. No kernel now spans a NumPy call that may raise.
+    x = np.array([0.0, 1.0, 2.0, 4.0])
+    y = np.array([1.0, 2.0, 3.0, 4.0])
+    gm, f = build(RAISE_GRAPHS[name], [x, y, np.arange(4)])
+    want = assert_like_numpy(f, gm, [x, y, np.array([0, 1, 2, 9])])
+    assert want[1] == [(RuntimeWarning, "divide by zero encountered in divide")]
+    assert want[2] is not None and want[2][0] is IndexError
+    before = calls(f)
+    assert_like_numpy(f, gm, [x + 1.0, y, np.arange(4)])
+    assert calls(f) == before + 2  # the division and the addition are still kernels
+
+
 # -- c-power-3-4-multiplies ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("exponent", [3, 4, 3.0, 2.5, -2])

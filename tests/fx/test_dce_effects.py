@@ -1,4 +1,5 @@
-"""`fx.node.may_raise_or_warn` and DCE: errors and warnings are effects that DCE must keep.
+"""`fx.node.may_raise_or_warn` and DCE: errors and warnings are effects that DCE must keep; and
+`fx.node.may_raise`, which of them can raise an exception under the default ``np.errstate``.
 
 Comes in: small hand-built graphs whose nodes carry ``meta["val"]`` (dtype and shape, as the
 translator records them). Goes out: which nodes the predicate calls safe to drop, checked against
@@ -14,7 +15,7 @@ import numpy as np
 import pytest
 
 from fx import ArrayMeta, Graph
-from fx.node import may_raise_or_warn
+from fx.node import may_raise, may_raise_or_warn
 
 
 def _graph(dtype, shape=(4,), scalar=False):
@@ -93,3 +94,40 @@ def test_claims_about_integer_arrays_hold_in_numpy(fn, dtype):
     with warnings.catch_warnings(), np.errstate(all="raise"):
         warnings.simplefilter("error")
         fn(a)
+
+
+DATA = {"f": np.array([0.0, -1.0, np.inf, np.nan]), "i": np.array([0, -1, 2 ** 62, -2 ** 63])}
+
+
+def _apply(target, x, rest):
+    rest = tuple(x if r == "x" else r for r in rest)
+    return getattr(x, target)(*rest) if isinstance(target, str) else target(x, *rest)
+
+
+@pytest.mark.parametrize("dtype, target, rest, raises", [
+    # floating-point errors and integer wrap-around only warn: may_raise is False
+    (np.float64, operator.truediv, ("x",), None),
+    (np.float64, operator.pow, ("x",), None),
+    (np.float64, np.log, (), None),
+    (np.float64, operator.matmul, ("x",), None),
+    (np.float64, "max", (), None),
+    (np.float64, "astype", (np.int8,), None),
+    (np.int64, operator.floordiv, ("x",), None),
+    (np.int64, np.sum, (), None),
+    # data-dependent exceptions
+    (np.int64, operator.pow, ("x",), ValueError),      # negative integer powers
+    (np.int64, operator.getitem, ("x",), IndexError),  # index values are data
+])
+def test_may_raise_holds_in_numpy(dtype, target, rest, raises):
+    g, x = _graph(dtype)
+    n = _node(g, x, target, *(x if r == "x" else r for r in rest),
+              op="call_method" if isinstance(target, str) else "call_function")
+    assert may_raise(n) is (raises is not None)
+    if raises is None:
+        assert may_raise_or_warn(n)  # it warns, though
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _apply(target, DATA[np.dtype(dtype).kind], rest)  # NumPy warns, never raises
+    else:
+        with pytest.raises(raises):
+            _apply(target, DATA[np.dtype(dtype).kind], rest)

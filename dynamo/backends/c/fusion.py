@@ -31,8 +31,14 @@ Rules, in the order they apply:
    inlined only when that is a roll of stored values (rolls of rolls), a rolled value never
    enters a row kernel (prologue or epilogue), and a root read through a roll is not in the
    reader's kernel (the reader needs other elements than the iteration computes).
-4. The schedule is a topological order of kernels and NumPy calls (ties broken by graph order),
-   with barriers ordered against everything in the neighbouring epochs.
+4. A NumPy call that may raise (`fx.node.may_raise`: ``b[i]``, ...) cuts its epoch into
+   *segments*: roots share a kernel only within a segment, and a value that may raise FP flags
+   is not inlined into a later segment (it is stored). A kernel runs after all its operands; one
+   spanning ``b[i]`` would hold back its earlier statements' warnings, lost when ``b[i]`` raises.
+5. The schedule is a topological order of kernels and NumPy calls (ties broken by graph order),
+   with barriers ordered against everything in the neighbouring epochs. As no kernel spans a
+   call that may raise, graph order alone runs such a call after every earlier statement and
+   before every later one.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
+from fx.node import may_raise
 from fx.python_code import PACE_MIN_BYTES, heap_bytes
 
 from .c_flags import ARITHMETIC, keeps, raises_fp
@@ -237,17 +244,24 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
     not_lowered: dict[Any, str] = {}
     epoch: dict[Any, int] = {}
     barriers: list[Any] = []
+    # Segments: epochs cut further by each NumPy call that may raise (rule 4).
+    segment: dict[Any, int] = {}
+    cuts: list[Any] = []
     for n in nodes:
         epoch[n] = len(barriers)
+        segment[n] = len(cuts)
         if n.op not in ("call_function", "call_method"):
             continue
         if is_mutating(n):
             barriers.append(n)
+            cuts.append(n)
             not_lowered[n] = "mutates memory (fusion barrier)"
             continue
         plan, why = lower(n)
         if plan is None:
             not_lowered[n] = why
+            if may_raise(n):
+                cuts.append(n)
         else:
             plans[n] = plan
 
@@ -312,15 +326,19 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
                                                if i in inlined)
         bad = next((u for u in users if u not in plans or epoch[u] != epoch[n]
                     or not fits(n, u)), None)
-        dropper = None
+        dropper = crossed = None
         if bad is None and flags_in[n]:
             dropper = next((u for u in users if not _keeps_operand(plans[u], n, risky)), None)
+            crossed = next((u for u in users if segment[u] != segment[n]), None)
         if users and bad is None and rolled[n] and feeds_reduction[n]:
             materialized_why[n] = "a rolled value (np.roll) read by a reduction"
         elif (users and bad is None and not pure_roll[n]
               and any(plans[u].op == "roll" for u in users)):
             materialized_why[n] = ("read by np.roll (a roll of an expression would recompute "
                                    "it for every shift)")
+        elif crossed is not None:
+            materialized_why[n] = (f"may raise FP flags and {crossed.name} comes after "
+                                   f"{cuts[segment[n]].name}, which may raise (stored before it)")
         elif users and bad is None and (dropper is None or not feeds_reduction[n]):
             # A value a user could let gcc skip is kept alive in a pointwise loop (the kernel
             # ORs its bits into a flag sink, `c_flags.forced_values`); a reduction's
@@ -373,6 +391,11 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
         for g in reversed(groups):
             if not same_shape(g["shape"], plan.shape) or g["epoch"] != epoch[n]:
                 continue
+            if g["segment"] != segment[n]:
+                if g["kind"] == plan.kind:
+                    split_why[n] = (f"{cuts[segment[n] - 1].name} may raise between it and "
+                                    f"{g['roots'][0].name}'s kernel")
+                continue
             if plan.kind == "reduction":
                 # Several reductions over the same rows share one row loop.
                 ok = g["kind"] == "reduction" and g["axes"] == plan.axes
@@ -403,7 +426,8 @@ def plan_fusion(graph: Any, prefix: str = "k") -> FusionPlan:
             break
         if chosen is None:
             nd = len(plan.shape)
-            chosen = {"kind": plan.kind, "shape": plan.shape, "epoch": epoch[n], "roots": [],
+            chosen = {"kind": plan.kind, "shape": plan.shape, "epoch": epoch[n],
+                      "segment": segment[n], "roots": [],
                       "mask": 0, "axes": plan.axes,
                       "trailing": plan.axes == tuple(range(nd - len(plan.axes), nd))}
             groups.append(chosen)

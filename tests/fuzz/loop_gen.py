@@ -11,8 +11,9 @@ same seed gives the same program and arguments on every machine and Python versi
 What the programs contain (the loop nests "loop kernels" compile to C, and every way they must
 stop and leave the rest to Python): ``for`` loops over ``range`` with 1-3 arguments, bounds that
 depend on outer loop variables (``range(i)``, ``range(i + 1, n)``, ``range(n - 1, -1, -1)``),
-nested up to 3 deep, and over the elements of 1-d arrays (``enumerate(A)``,
-``enumerate(zip(A, B))``); ``while`` loops on a counter (``while j < n and A[j] > s:``, the counter
+nested up to 3 deep, over the elements of 1-d arrays (``enumerate(A)``,
+``enumerate(zip(A, B))``) and over the rows of 2-d arrays (``enumerate(A)``: ``r[0]``,
+``r[-1]`` read and written); ``while`` loops on a counter (``while j < n and A[j] > s:``, the counter
 incremented first thing in the body, so every loop ends); ``break``/``continue``/``return``
 under conditions; ``if``/``elif``/``else`` on scalar comparisons and on array elements, with
 ``and``/``or``/``not``; Python int, Python float and NumPy scalar locals (element reads) with
@@ -426,8 +427,15 @@ class _Gen:
         self.features.add("for")
         var = "ijq"[len(scope.loops)]  # (statement: at most 3 loops deep)
         flat = [a for a, d in self.ndims.items() if d == 1]
+        rows = [a for a, d in self.ndims.items() if d == 2]
         items: list[str] = []
-        if flat and self.chance(20):  # over the elements of 1-d arrays
+        if rows and self.chance(15):  # over the rows of a 2-d array (views: writes go to it)
+            self.features.add("for_rows")
+            row = self.fresh("r")
+            self.emit(indent, f"for {var}, {row} in enumerate({self.pick(rows)}):")
+            items = [f"{row}[0]", f"{row}[-1]", f"{row}[{var} % len({row})]"]
+            wide = False
+        elif flat and self.chance(20):  # over the elements of 1-d arrays
             self.features.add("for_items")
             items = [self.fresh("e") for _ in range(2 if len(flat) == 2 else 1)]
             over = f"zip({', '.join(flat)})" if len(items) == 2 else flat[0]

@@ -19,9 +19,8 @@ call, and the iteration runs again in Python, calls included.
 What is inlined: a function whose ``__globals__`` are the loop's module (its own globals are
 then guarded as the loop's), called with positional and keyword arguments (the parameters left
 out have defaults that are numbers: constants of the kernel, guarded on their values), with no
-closure,
-no ``*args``/``**kwargs``, no keyword-only parameters, no try/with, no generator, not
-recursive, at most `MAX_DEPTH` calls deep; its body is lowered by the same rules as the loop
+closure, no ``*args``/``**kwargs``, no keyword-only parameters, no try/with, no generator,
+not recursive, at most `MAX_DEPTH` calls deep; its body is lowered by the same rules as the loop
 (anything else in it refuses the loop, naming the construct). An innermost loop's fast copy
 (`fast`) holds copies of the blocks of the loop-free functions its body calls; a loop that
 calls a function with a loop of its own is not innermost, and loops inside inlined functions
@@ -127,6 +126,8 @@ def _frame(lw, pos: int, fn: types.FunctionType, nargs: int, kw: tuple) -> Frame
         return frame
     code = fn.__code__
     name = fn.__qualname__
+    if any(is_callee_local(n) for n in lw.code.co_varnames):
+        raise Refuse("a local of the loop's function is named like an inlined call's (npd<k>_)")
     outer = where.frame_of(pos)
     chain = (outer.chain if outer else (lw.code,))
     if code in chain:

@@ -296,3 +296,33 @@ def bad_keyword(a):
 def test_keyword_arguments_of_inlined_calls():
     check(calls_with_keywords, np.linspace(-3.0, 3.0, 41))
     check(bad_keyword, np.arange(3.0), kernel=False)
+
+
+def first_negative(a):
+    for v in a:
+        if v < 0:
+            return v  # (a return from inside the callee's own loop)
+    return 0.0
+
+
+def sums_of_first_negatives(A):
+    t = 0.0
+    for row in A:
+        t += first_negative(row)  # (a row passed on: A[i] as a value is not lowered yet)
+    return t
+
+
+def named_like_a_callee_local(a):
+    npd1_v = 0.0
+    for v in a:
+        npd1_v += clip(v, -1.0, 1.0)
+    return npd1_v
+
+
+def test_a_return_from_a_loop_inside_a_callee():
+    A = np.random.default_rng(7).standard_normal((20, 6))
+    check(sums_of_first_negatives, A)
+
+
+def test_a_local_named_like_a_callee_local_is_not_taken_for_one():
+    check(named_like_a_callee_local, np.linspace(-2.0, 2.0, 9), kernel=False)

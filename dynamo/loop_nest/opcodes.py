@@ -19,7 +19,7 @@ from . import elementwise, fast, inline
 from . import items as item_loops
 from .calls import call
 from .reductions import REDUCTIONS
-from .slices import dot, slice_view
+from .slices import dot, part, slice_view
 from .values import (NULL, AVal, ItemIterV, IterV, MethodV, Null, RangeV, ShapeV, SliceIdx, SliceV,
                      State, Static, TupleV, Unbound, merge_local)
 
@@ -386,7 +386,7 @@ class Opcodes:
             raise Refuse(f"indexing a {type(container).__name__}")
         items = index.items if isinstance(index, TupleV) else (index,)
         if any(isinstance(item, SliceIdx) for item in items) or len(items) < container.ty.ndim:
-            view = slice_view(self, container, items)
+            view = part(self, container, items)  # (a row, or a view)
             self.view_origin[id(view)] = (id(container), id(index))
             return view
         off = self.offset(container, index)
@@ -402,7 +402,7 @@ class Opcodes:
             raise Refuse(f"assigning into a {type(container).__name__}")
         items = index.items if isinstance(index, TupleV) else (index,)
         if len(items) < container.ty.ndim or any(isinstance(x, SliceIdx) for x in items):
-            if isinstance(value, SliceV) and self.view_origin.get(id(value)) == (
+            if isinstance(value, (SliceV, AVal)) and self.view_origin.get(id(value)) == (
                     id(container), id(index)):
                 return  # (``A[idx] op= e``: the view was updated in place; this copies it onto
                 # itself)

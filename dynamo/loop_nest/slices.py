@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Ty
+from .ir import ArrTy, Ty
 from .scalars import Refuse, SVal
 from .values import AVal, SliceIdx, SliceV
 
-__all__ = ["slice_view", "dot"]
+__all__ = ["slice_view", "part", "dot"]
 
 
 def _bound(em, v, default: str, dim: str) -> str:
@@ -72,8 +72,29 @@ def slice_view(em, arr: AVal, items: tuple) -> SliceV:
     return SliceV(ptr, tuple(shape), tuple(strides), arr)
 
 
+def part(em, arr: AVal, items: tuple):
+    """``arr[items]`` with fewer indices than axes, or slices: ``A[i]`` of an array of two or
+    more axes is its row (an `AVal` of the row's memory, as ``for row in A`` gives: it may be
+    a local, an argument of an inlined call, iterated, indexed again), anything else a view
+    (`slice_view`)."""
+    if len(items) == 1 and arr.ty.ndim > 1 and isinstance(items[0], SVal):
+        i = items[0]
+        if i.ty.fam != "int":
+            raise Refuse("an array index that is not an int")
+        t = em.temp("long long")
+        em.assign(t, f"({i.c} < 0 ? {i.c} + {arr.c}.shape[0] : {i.c})")
+        em.check(f"((unsigned long long){t} >= (unsigned long long){arr.c}.shape[0])",
+                 "index out of range (IndexError)")
+        em.check(f"{arr.c}.row != 0", "a row of a row (not lowered)")
+        row = em.temp("npd_arr")
+        em.assign(row, f"npd_row({arr.c}, {t})")
+        return AVal(ArrTy(arr.ty.dtype, arr.ty.ndim - 1), row)
+    return slice_view(em, arr, items)
+
+
 def dot(em, a, b, matmul: bool) -> SVal:
     """``np.dot(a, b)`` (`matmul` False) or ``a @ b`` of two float64 vector slices."""
+    a, b = (slice_view(em, v, ()) if isinstance(v, AVal) else v for v in (a, b))
     if not (isinstance(a, SliceV) and isinstance(b, SliceV) and len(a.shape) == len(b.shape) == 1
             and a.base.ty.dtype == b.base.ty.dtype == np.dtype(np.float64)):
         raise Refuse("a dot product of values other than two float64 vector slices")

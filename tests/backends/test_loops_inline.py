@@ -308,7 +308,14 @@ def first_negative(a):
 def sums_of_first_negatives(A):
     t = 0.0
     for row in A:
-        t += first_negative(row)  # (a row passed on: A[i] as a value is not lowered yet)
+        t += first_negative(row)
+    return t
+
+
+def sums_by_index(A):
+    t = 0.0
+    for i in range(A.shape[0]):
+        t += first_negative(A[i])  # (A[i]: the row, passed on)
     return t
 
 
@@ -322,6 +329,7 @@ def named_like_a_callee_local(a):
 def test_a_return_from_a_loop_inside_a_callee():
     A = np.random.default_rng(7).standard_normal((20, 6))
     check(sums_of_first_negatives, A)
+    check(sums_by_index, A)
 
 
 def test_a_local_named_like_a_callee_local_is_not_taken_for_one():

@@ -259,3 +259,19 @@ def test_what_is_not_lowered_stays_exact():
     check(rows, RNG.random((4, 5)), np.zeros(4), kernel=False)
     check(zipped_rows, RNG.random((4, 5)), RNG.random((4, 5)), kernel=False)
     check(from_a_variable, RNG.random(9), 4, kernel=False)
+
+
+def row_by_index(A, out):
+    for i in range(A.shape[0]):
+        r = A[i]  # (a row: a view of A, as in Python)
+        out[i] = r[0] * 2.0 + A[i][-1] + A[i].max() + len(A[i])
+        A[i] += 1.0  # (in place through the row, then the row copied onto itself)
+        A[i][1] = -r[1]
+    return out, r
+
+
+def test_a_row_taken_by_index_is_a_view():
+    A = RNG.random((12, 5))
+    check(row_by_index, A, np.zeros(12))
+    check(row_by_index, np.asfortranarray(RNG.random((12, 5))), np.zeros(12))
+    check(row_by_index, RNG.random((3, 1)), np.zeros(3))  # (IndexError at A[i][1])

@@ -184,6 +184,12 @@ def _statics(tx, names: set[str]) -> dict[str, Any]:
     return found
 
 
+def _numbers(values: tuple) -> tuple:
+    """A function's defaults as a cache key: the numbers an inlined call may take (by value),
+    anything else by identity (never its repr: an array default would be printed)."""
+    return tuple(repr(v) if type(v) in (int, float, bool) else id(v) for v in values)
+
+
 def plan(tx, index: int) -> "KernelPlan | None":
     """A kernel for the loop entered at instruction `index`, or None (reason logged)."""
     code = tx.code
@@ -210,7 +216,7 @@ def plan(tx, index: int) -> "KernelPlan | None":
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
                tuple(sorted((n, repr(o) if type(o) in (int, float, bool) else
                              (id(o), id(getattr(o, "__code__", None)),
-                              repr(getattr(o, "__defaults__", None))))
+                              _numbers(getattr(o, "__defaults__", None) or ())))
                             for n, o in statics.items())))
         built = _built.setdefault(code, {})
         kernel = built.get(key)

@@ -148,3 +148,16 @@ def test_the_kernel_names_each_loop_it_calls():
     (kernel,) = loop_kernels.kernels_for(window_range.__code__)
     assert "numpy.maximum dd->d (max)" in kernel.source
     assert "npd_fold_f64(" in kernel.source
+
+
+def other_calling_forms(x, out):
+    for i in range(1, x.shape[0]):
+        out[i] = (x[:i].sum(0) + np.sum(x[:i], axis=0) + x[:i].max(initial=-1.0)
+                  + np.min(x[:i], keepdims=True)[0] + np.maximum(x[i], 0.5, dtype=np.float64))
+    return out
+
+
+def test_other_calling_forms_keep_their_results():
+    """axis, initial, keepdims, dtype: not lowered (the loop runs as before), NumPy's values."""
+    x = np.random.default_rng(9).standard_normal(30)
+    check(other_calling_forms, x, np.zeros(30), kernel=False)

@@ -22,13 +22,15 @@ def go_fast(a):
     return a + trace
 
 
-def apply(name):
-    """``out[i] = np.<name>(a[i])`` for each i (a module-level function of its own: the ufunc
-    is named through the global ``np``, as users write it)."""
+def apply(name, nargs=1):
+    """``out[i] = np.<name>(a[i])`` (or ``np.<name>(a[i], b[i])`` with `nargs` 2) for each i
+    (a module-level function of its own: the ufunc is named through the global ``np``, as
+    users write it)."""
     namespace = {"np": np}
-    exec(f"def each_{name}(a, out):\n"
+    arrays = ", ".join("ab"[:nargs])
+    exec(f"def each_{name}({arrays}, out):\n"
          f"    for i in range(a.shape[0]):\n"
-         f"        out[i] = np.{name}(a[i])\n"
+         f"        out[i] = np.{name}({', '.join(f'{x}[i]' for x in 'ab'[:nargs])})\n"
          f"    return out\n", namespace)
     return namespace[f"each_{name}"]
 
@@ -155,16 +157,6 @@ def test_kernels_that_differ_only_in_their_ufunc_keep_their_own():
 
 # Ufuncs of two arguments -------------------------------------------------------------------
 
-def apply2(name):
-    """``out[i] = np.<name>(a[i], b[i])`` for each i."""
-    namespace = {"np": np}
-    exec(f"def each2_{name}(a, b, out):\n"
-         f"    for i in range(a.shape[0]):\n"
-         f"        out[i] = np.{name}(a[i], b[i])\n"
-         f"    return out\n", namespace)
-    return namespace[f"each2_{name}"]
-
-
 def with_python_numbers(a, n):
     s = 0.0
     for i in range(n):
@@ -192,7 +184,7 @@ def of_bools(a, n):
 def test_numpy_bits_and_warnings_of_two_argument_ufuncs(name):
     a = np.concatenate([WIDE[:2000], SPECIAL, SPECIAL[::-1]])
     b = np.concatenate([WIDE[2000:4000], SPECIAL[::-1], SPECIAL])
-    check(apply2(name), a, b, np.empty(a.shape))  # (warnings: NumPy's own, in order)
+    check(apply(name, 2), a, b, np.empty(a.shape))  # (warnings: NumPy's own, in order)
 
 
 def test_python_numbers_as_arguments_and_what_is_not_lowered():

@@ -103,6 +103,8 @@ class Row:
     breaks: int | None = None
     ops: int | None = None
     break_reasons: list[str] = field(default_factory=list)
+    #: (bench_loops) the C column's first call in a new process, from the disk cache
+    disk_first: float | None = None
 
 
 # -- implementations -------------------------------------------------------------------------

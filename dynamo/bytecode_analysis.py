@@ -70,6 +70,7 @@ class CodeInfo:
     #: Index of a handler's first instruction -> stack depth when it starts (from the table).
     handler_depth: dict[int, int] = field(default_factory=dict)
     _live: list[frozenset[str]] | None = None
+    _outermost: list | None = None
     #: (3.10) Per instruction: inside an exception handler (before its POP_EXCEPT), which 3.10
     #: does not cover by a handler of its own (3.11+'s cleanup handlers do).
     in_handler: list[bool] | None = None
@@ -179,15 +180,19 @@ class CodeInfo:
 
     def outermost_loop(self, index: int) -> tuple[int, int] | None:
         """(header, backward jump) of the outermost loop around `index`, or None."""
-        found = None
-        for i, inst in enumerate(self.instructions):
-            if inst.has_jump():
-                header = self.target(i)
-                # (a ``continue`` is a backward jump too: the loop ends at the last one)
-                if header <= index <= i and (found is None or header < found[0]
-                                             or (header == found[0] and i > found[1])):
-                    found = (header, i)
-        return found
+        if self._outermost is None:  # (once per code: every instruction's, by every jump)
+            table: list[tuple[int, int] | None] = [None] * len(self.instructions)
+            for i, inst in enumerate(self.instructions):
+                if inst.has_jump():
+                    header = self.target(i)
+                    # (a ``continue`` is a backward jump too: the loop ends at the last one)
+                    for k in range(header, i + 1):
+                        found = table[k]
+                        if found is None or header < found[0] or (
+                                header == found[0] and i > found[1]):
+                            table[k] = (header, i)
+            self._outermost = table
+        return self._outermost[index] if 0 <= index < len(self._outermost) else None
 
     def loop_entry(self, index: int) -> int | None:
         """Where the outermost loop around `index` is entered: its GET_ITER for a ``for`` loop

@@ -393,6 +393,9 @@ def _emit_break(gen: Codegen, code: types.CodeType, exit: BreakExit) -> None:
         if name in exit.locals:
             gen.reconstruct(exit.locals[name])
             stores.append(("cell", name))
+    for name, vt in getattr(exit.loop_plan, "graph_locals", ()):  # (a loop node's outcome)
+        gen.reconstruct(vt)
+        stores.append(("fast", name))
     effects = exit.side_effects.load(gen) if exit.side_effects else 0
     stores += [("fast", f"{EFFECT_TEMP}{k}") for k in range(effects)]
     for how, name in reversed(stores):

@@ -19,12 +19,13 @@ into generated code on this version:
 
 from __future__ import annotations
 
+import copy
 import dis
 import sys
 import types
 from typing import Any
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, TryBegin
+from bytecode import Bytecode, CellVar, FreeVar, Instr, TryBegin, TryEnd
 
 from fx.weak import IdentityMap
 
@@ -63,9 +64,39 @@ def _checked(name: str) -> str:
     return "LOAD_FAST_CHECK" if PY312 and name == "LOAD_FAST" else name
 
 
+#: code -> its decoded instructions (`decode` hands out copies); by identity: equal code
+#: objects of two files are two codes (their file names differ), and a dying code runs no
+#: Python (`fx.weak`)
+_decoded: "IdentityMap[types.CodeType, Bytecode]" = IdentityMap()
+
+
 def decode(code: types.CodeType) -> Bytecode:
     """``Bytecode.from_code(code)``, normalised as the module docstring says. Every user of a
-    code's instructions goes through here, so instruction indices agree everywhere."""
+    code's instructions goes through here, so instruction indices agree everywhere. A code is
+    decoded once (a compile decodes the same code up to nine times, ~1 ms each with
+    `bytecode`); each call gets its own copy of the instructions and try ranges, to change."""
+    found = _decoded.get(code)
+    if found is None:
+        found = _decoded[code] = _decode(code)
+    bc = Bytecode()
+    bc._copy_attr_from(found)
+    begins: dict[int, TryBegin] = {}
+    items: list = []
+    for item in found:
+        if isinstance(item, Instr):
+            item = item.copy()
+        elif isinstance(item, TryBegin):
+            begins[id(item)] = copy.copy(item)
+            item = begins[id(item)]
+        elif isinstance(item, TryEnd):
+            item = copy.copy(item)
+            item.entry = begins.get(id(item.entry), item.entry)
+        items.append(item)  # (labels and SetLineno are values: shared)
+    bc.extend(items)
+    return bc
+
+
+def _decode(code: types.CodeType) -> Bytecode:
     bc = Bytecode.from_code(code)
     _keep_handler_depths(code, bc)
     if not PY312:

@@ -26,12 +26,11 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import compat, config, loop_kernels
+from . import compat, config
 from .codegen import BreakExit, ReturnExit, transform_code
 from .exc import Unsupported, UserCodeError
 from .break_exits import break_kind, kept_alive
 from .guards import build_check_fn
-from .loop_kernels import KernelHere
 from .loops import plan_loop
 from .output_graph import GraphResult, OutputGraph
 from .region_body import BodyPlan
@@ -88,12 +87,10 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
         tx.guard_operands = raised
         try:
             tx.run()
+            if break_at is None and tx.break_exit is not None:  # (a loop that runs as one
+                break_at, reason = tx.break_at, tx.break_exit.reason  # C kernel: `loop_kernels`)
             break
         except Unsupported as exc:
-            if isinstance(exc, KernelHere) and break_at is None and allow_breaks:
-                break_at = (exc.index, "kernel")  # (a loop that runs as one C kernel)
-                reason = exc.reason
-                continue
             if (not allow_breaks or break_at is not None or tx.info.sees_all_locals
                     or tx.info.shadows_a_cell):
                 # (a frame that reads its locals by name would see a resume function's; a
@@ -120,9 +117,8 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
                         "resume function continues after it")
             reason = f"{what} at {exc.location}" if exc.location else what
     if tx.break_exit is not None:
-        if break_at[1] == "kernel" and not _plan_kernel(tx, tx.break_exit):
-            raise Unsupported(f"the loop kernel at instruction {break_at[0]} did not lower "
-                              "again (an internal error: please report it)")
+        if break_at[1] == "kernel":
+            _plan_kernel(tx, tx.break_exit)
         if break_at[1] == "loop":
             _plan_loop(tx, tx.break_exit, reason)
             if tx.break_exit.loop_plan is None and not tx.has_operations():
@@ -166,17 +162,16 @@ def speculate_try_body(frame: Any, code: types.CodeType, backend: Callable,
     return tx.ops_before_body is not None and tx.operation_count() > tx.ops_before_body
 
 
-def _plan_kernel(tx: InstructionTranslator, exit: BreakExit) -> bool:
-    """The graph ends before a loop that runs as one C kernel (`loop_kernels`): every local
-    is stored before the kernel's call, which consumes the range on the stack."""
-    found = loop_kernels.plan(tx, exit.index)
-    if found is None:
-        return False
+def _plan_kernel(tx: InstructionTranslator, exit: BreakExit) -> None:
+    """The graph ends before a loop that runs as one C kernel (`loop_kernels`, planned where the
+    trace stopped): the loop is the graph's last node, every local is stored after the graph,
+    and the driver consumes the range on the stack."""
+    found = exit.loop_plan
     bound = frozenset(name for name in exit.locals if name not in tx.deleted)
-    exit.loop_plan = dataclasses.replace(found, bound_before=bound | exit.untouched_args)
+    exit.loop_plan = dataclasses.replace(found, bound_before=bound | exit.untouched_args
+                                         ).add_to_graph(tx, exit)
     exit.consumed = len(exit.stack)
     exit.continuations = [(exit.index, 0, tuple(sorted(bound)))]
-    return True
 
 
 def _plan_loop(tx: InstructionTranslator, exit: BreakExit, reason: str) -> None:
@@ -303,6 +298,7 @@ def compile_subgraph(tx: InstructionTranslator, exit: ReturnExit | BreakExit,
         for name in sorted(names):
             if name in exit.locals:
                 _graph_values(exit.locals[name], values)
+        values += [vt for _, vt in getattr(exit.loop_plan, "graph_locals", ())]
         single = False
     effects = tx.side_effects
     for vt in effects.values():

@@ -2,18 +2,20 @@
 
 In: the translator stopped at the entry of an outermost loop of the frame (a ``for`` loop's
 GET_ITER over a ``range``, or a ``while`` loop's header), with the C backend. Out (`plan`): a
-`KernelPlan` whose `emit_driver` writes, where the loop stood in the transformed code, the call
-of the kernel and what follows it; or None with the reason the loop is not lowered (logged; the
-loop then keeps its usual treatment: unrolled into the graph, or a body function).
+`KernelPlan`, whose `add_to_graph` makes the loop the graph's last node (an `fx.control.Loop`
+running the kernel) and whose `emit_driver` writes, where the loop stood in the transformed
+code, what follows the graph's call; or None with the reason the loop is not lowered (logged;
+the loop then keeps its usual treatment: unrolled into the graph, or a body function).
 
 The types of the locals come from what the trace knows (a graph value's dtype and ndim, a
 constant's type) or, for an argument the trace never looked at, from its value, without a
-guard: the kernel checks the types of what it is called with and runs nothing when they differ
-(it hands the loop to plain Python), so one compile serves every value and every size. The
-names the loop's code reads as globals (``range``, ``math``, ``abs``) are guarded like any
-global the translator reads.
+guard (it is an input of the graph only the loop node reads): the kernel checks the types of
+what it is called with and runs nothing when they differ (it hands the loop to plain Python),
+so one compile serves every value and every size. The names the loop's code reads as globals
+(``range``, ``math``, ``abs``) are guarded like any global the translator reads; a global the
+frame assigns before the loop is not lowered (the kernel would read the old value).
 
-After the call (see `dynamo.backends.c.c_loop_nest` for what it returns): at way out k, the
+After the graph (see `dynamo.backends.c.c_loop_nest` for what it returns): at way out k, the
 locals are stored (an unbound one deleted) and the frame continues after the loop, in a resume
 function (captured again) or, when a local that continues may be unbound, in the plain copy of
 the rest of the function (`codegen`'s stay entries); at a ``return`` inside the loop, the value
@@ -23,6 +25,8 @@ loop continues in plain Python in this frame, over the rest of its range.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import types
 import weakref
@@ -32,40 +36,38 @@ from typing import Any
 import numpy as np
 from bytecode import Label
 
+from fx.control import Loop, Opaque
+from fx.weak import IdentityMap
+
 from . import compat, config
 from . import instructions as ins
 from .backends.c.build import BuildError, CompilerNotFound
 from .backends.c.c_loop_nest import LoopKernel
+from .backends.c.c_loop_runtime import PRELUDE
+from .backends.c.cache import KernelCache, cache_root, checked
 from .bytecode_analysis import code_info
 from .codegen import Codegen, call_resume
-from .exc import Unsupported
 from .guards import Guard
+from .output_graph import source_line
 from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, SCALAR_TYPES, ArrTy, Ty
+from .loop_nest import stored
 from .loop_nest.lower import Refuse, loop_at, lower, range_statement, region
 from .records import note_loop
 from .resume import in_loop_body
-from .source import AttrSource, GetItemSource, GlobalSource
+from .source import AttrSource, GetItemSource, GlobalSource, LocalSource
+from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
 from .variables.lazy import LazyVariable
 from .variables.ndarray import NDArrayVariable
 
-__all__ = ["KernelPlan", "plan", "KernelHere", "wants_kernels", "loop_entries", "kernels_for"]
+__all__ = ["KernelPlan", "plan", "wants_kernels", "loop_entries", "kernels_for"]
 
 log = logging.getLogger("dynamo.loop_kernels")
 
 KERNEL = "___kernel_result"
-ITERABLE = "___kernel_iterable"
 _LOCAL_OPS = ("LOAD_FAST", "LOAD_FAST_CHECK", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_LOAD_FAST",
               "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "LOAD_FAST_AND_CLEAR")
-
-
-class KernelHere(Unsupported):
-    """The first trace reached a loop that lowers: trace again and stop before it."""
-
-    def __init__(self, index: int, reason: str) -> None:
-        super().__init__(reason)
-        self.index = index
 
 
 def wants_kernels(tx) -> bool:
@@ -99,8 +101,9 @@ def loop_entries(info) -> set[int]:
 
 
 #: code -> {(entry, the locals' types, the globals' objects): kernel}: a loop lowers the same
-#: way for the same types (weak on the code: a function's kernels go with it)
-_built: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+#: way for the same types (weak on the code: a function's kernels go with it; by identity: two
+#: equal codes of two files are two codes, and a dying code runs no Python: `fx.weak`)
+_built: "IdentityMap[types.CodeType, dict]" = IdentityMap()
 
 
 def kernels_for(code: types.CodeType) -> list:
@@ -198,8 +201,9 @@ def plan(tx, index: int) -> "KernelPlan | None":
         return None
     instrs = tx.info.instructions
     if site.takes_range and (not tx.stack or getattr(tx.stack[-1], "python_type",
-                                                     lambda: None)() is not range):
-        return None
+                                                     lambda: None)() is not range
+                             or not tx.stack[-1].is_python_constant()):
+        return None  # (the loop's graph node takes the range as a constant)
     if not site.takes_range and tx.stack:
         return None
     try:
@@ -213,6 +217,9 @@ def plan(tx, index: int) -> "KernelPlan | None":
         global_names = {compat.global_name(inst) for inst in inside
                         if inst.name == "LOAD_GLOBAL"}
         statics = _statics(tx, global_names)
+        pending = sorted(n for n in statics if n in tx.side_effects.globals)
+        if pending:  # (the kernel would read the value from before the assignment)
+            raise Refuse(f"the global {pending[0]!r} is assigned in this frame before the loop")
         key = (index, tuple(sorted((n, str(t)) for n, t in types_.items())),
                tuple(sorted((n, repr(o) if type(o) in (int, float, bool) else
                              (id(o), id(getattr(o, "__code__", None)),
@@ -221,10 +228,8 @@ def plan(tx, index: int) -> "KernelPlan | None":
         built = _built.setdefault(code, {})
         kernel = built.get(key)
         if kernel is None:
-            nest = lower(code, index, types_, statics,
-                         name=f"{code.co_name}_line{instrs[index].lineno}",
-                         globals_dict=tx.frame.f_globals)
-            kernel = built[key] = LoopKernel(nest)
+            kernel = built[key] = _kernel(code, index, types_, statics, tx.frame.f_globals,
+                                          f"{code.co_name}_line{instrs[index].lineno}")
     except Refuse as exc:
         log.info("the loop at %s:%s is not a kernel: %s", code.co_filename,
                  instrs[index].lineno, exc)
@@ -249,6 +254,59 @@ def plan(tx, index: int) -> "KernelPlan | None":
     return KernelPlan(kernel, site)
 
 
+class LoopOutcome(VariableTracker):
+    """The value of the loop's graph node, ``(status, locals, rest)``: an output of the graph
+    that the transformed code stores in ``___kernel_result`` (`KernelPlan.graph_locals`)."""
+
+    def __init__(self, node) -> None:
+        self.node = node
+
+    def reconstruct(self, codegen) -> None:
+        codegen.load_graph_value(self)
+
+
+def _graph_target(kernel: LoopKernel, code: types.CodeType) -> Loop:
+    """The graph operation that runs `kernel` (a new one per graph: the kernel holding it back
+    would make a reference cycle)."""
+    nest = kernel.nest
+    writes = tuple(n for n in nest.arrays_written() if n in nest.inputs)
+    return Loop(nest.name, kernel, nest, nest.inputs, writes, nest.assigned,
+                f"{code.co_filename}:{nest.first_line}")
+
+
+def _kernel(code: types.CodeType, index: int, types_: dict, statics: dict,
+            frame_globals: dict, name: str) -> LoopKernel:
+    """The loop lowered and built; or, when this very loop was lowered before (in any
+    process: `loop_nest.stored`), its nest and C text from the kernel cache directory, with no
+    lowering and no C to write (a first call from the disk cache then only loads the kernel)."""
+    key = stored.lowering_key(code, index, types_, statics, name, frame_globals)
+    kcache = None
+    if key is not None:
+        kcache = checked(KernelCache(cache_root()), loop=key)
+        payload = kcache.read_loop(key)
+        if payload is not None:
+            try:
+                payload = json.loads(payload)
+                nest = stored.from_data(payload["nest"], statics)
+                source = PRELUDE + payload["function"]
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                log.info("the stored lowering %s is not used: %s", key, exc)
+            else:
+                return LoopKernel(nest, source)
+    nest = lower(code, index, types_, statics, name=name, globals_dict=frame_globals)
+    kernel = LoopKernel(nest)
+    if kcache is not None and kernel.source.startswith(PRELUDE):
+        try:  # (the C function only: the runtime before it is the same for every kernel)
+            payload = json.dumps({"nest": stored.to_data(nest),
+                                  "function": kernel.source[len(PRELUDE):]},
+                                 separators=(",", ":"))
+        except stored.NotStored as exc:
+            log.info("the lowering of %s is not stored: %s", name, exc)
+        else:
+            kcache.record_loop(key, payload)
+    return kernel
+
+
 @dataclass(frozen=True)
 class KernelPlan:
     """What the transformed code does where a lowered loop stood (see the module docstring)."""
@@ -257,6 +315,38 @@ class KernelPlan:
     site: Any  # (loop_nest.lower.LoopSite)
     #: the frame's locals bound before the loop (set by `compile_frame`)
     bound_before: frozenset[str] = frozenset()
+    #: the loop's node, the last of the graph (`add_to_graph`)
+    node: Any = None
+
+    def add_to_graph(self, tx, exit) -> "KernelPlan":
+        """The loop as the graph's last node (`fx.control.Loop`), whose value, the loop's
+        outcome, the transformed code reads (`emit_driver`). Its arguments: the range on the
+        stack (a constant) or None, and the locals the loop reads, as the graph has them (a
+        graph value, a constant). An argument the trace never looked at becomes an input that
+        only the loop reads, with no guard: the kernel checks what it is called with, so one
+        compile serves every size and value."""
+        out = tx.output
+        args: list = [exit.stack[-1].as_python_constant() if self.site.takes_range else None]
+        for name in self.kernel.nest.inputs:
+            vt = exit.locals.get(name)
+            if vt is None or type(vt) is LazyVariable:
+                source = LocalSource(name) if vt is None else vt.source
+                value = tx.frame.f_locals[name] if vt is None else vt.value
+                args.append(out.opaque_input(source, value))
+            else:
+                args.append(out.to_arg(vt, False))
+        node = out.graph.create_node("call_function", _graph_target(self.kernel, tx.code),
+                                     tuple(args), name="loop")
+        node.meta["val"] = Opaque("the loop's outcome: status, locals, the rest to iterate")
+        line = self.kernel.nest.first_line
+        node.meta["stack"] = f"{tx.code.co_filename}:{line}  " + source_line(
+            tx.code.co_filename, line)
+        return dataclasses.replace(self, node=node)
+
+    @property
+    def graph_locals(self) -> tuple:
+        """(name, graph value) the transformed code stores after the graph (`codegen`)."""
+        return ((KERNEL, LoopOutcome(self.node)),)
 
     @property
     def reason(self) -> str:
@@ -272,16 +362,8 @@ class KernelPlan:
         site = self.site
         names = self.kernel.names
         info = code_info(code)
-        if site.takes_range:
-            gen.extend(ins.store_fast(ITERABLE))
-        gen.extend(ins.with_null(ins.load_const(self.kernel)))
-        gen.extend(ins.load_fast(ITERABLE) if site.takes_range else ins.load_const(None))
-        for name in nest.inputs:
-            gen.extend(ins.load_fast(name))
-        gen.extend(ins.call(1 + len(nest.inputs)))
-        gen.extend(ins.store_fast(KERNEL))
-        if site.takes_range:
-            gen.extend(ins.delete_fast(ITERABLE))
+        if site.takes_range:  # (the range, which the graph's loop node took)
+            gen.extend(ins.pop_top())
         statuses = list(range(1, len(nest.exits) + 1))
         if site.iterates and not site.takes_range:
             statuses.append(-1)

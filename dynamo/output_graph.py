@@ -24,6 +24,7 @@ import fx
 from fx import op_rules
 from fx.op_rules import indexing
 from fx.meta import ArrayMeta, meta_of
+from fx.control import Opaque
 from fx.serialize import graph_to_data
 from fx.symbolic import MIN_DYNAMIC_SIZE, ShapeEnv, Sym, expression, is_symbolic
 
@@ -138,6 +139,15 @@ class OutputGraph:
         node = self._placeholder(source, value, value)
         node.meta["unspecialized"] = True
         return UnspecializedScalarVariable(node, value, source, self)
+
+    def opaque_input(self, source: Source, value: Any) -> fx.Node:
+        """A graph input that only loop nodes read (`fx.control`): not guarded, since the loop
+        checks the types it is called with (its meta is `fx.control.Opaque`)."""
+        for known, node, _ in self.inputs:
+            if known == source:
+                return node
+        return self._placeholder(source, value, Opaque(f"a {type(value).__name__} only a loop "
+                                                       "reads"))
 
     def int_symbol(self, source: Source, value: int) -> Sym | None:
         """The ShapeEnv symbol for an int argument that is a graph input (an unspecialised

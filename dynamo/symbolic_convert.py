@@ -128,8 +128,13 @@ class InstructionTranslator(ValueOpcodes):
             if self.ip in self.kernel_entries:
                 self.kernel_entries.discard(self.ip)
                 found = loop_kernels.plan(self, self.ip)
-                if found is not None:
-                    raise loop_kernels.KernelHere(self.ip, found.reason)
+                if found is not None:  # (the trace ends before the loop's first instruction:
+                    # the state here is the state before it, so no second trace is needed)
+                    self.break_at = (self.ip, "kernel")
+                    self.break_exit = break_exit(self)
+                    self.break_exit.reason = found.reason
+                    self.break_exit.loop_plan = found  # (`compile_frame._plan_kernel`)
+                    return
             if self.steps & 255 == 255 or self.total_steps() > config.max_instructions:
                 self.check_budget()
             body = self.speculated_body

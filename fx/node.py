@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from .control import loop_of
 from .names import qualified_name
 from .op_rules import written_operands
 from .weak import IdentityMap
@@ -446,6 +447,8 @@ class Node:
         if self.written():
             return True
         if self.op == "call_function":
+            if loop_of(self.target) is not None:  # (a loop nest: `fx.control`)
+                return True
             try:
                 if self.target in _IMPURE_FUNCTIONS:
                     return True
@@ -464,6 +467,9 @@ class Node:
             return []
         if self.op == "call_method":
             return written_operands(None, self._args, self._kwargs, method=self.target)
+        loop = loop_of(self.target)
+        if loop is not None:  # (it declares what it writes)
+            return loop.written_arguments(self._args)
         return written_operands(self.target, self._args, self._kwargs)
 
     def may_raise_or_warn(self) -> bool:

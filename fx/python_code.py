@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .control import loop_of
 from .names import RESERVED, Namespace, dtype_text, held_by, numpy_path
 from .node import Node
 
@@ -257,7 +258,9 @@ class GraphWriter:
             obj, idx, val = node.args
             lines = [f"{self.operand(obj)}[{self.index(idx)}] = {self.value(val)}"]
             return lines + ([f"{node.name} = None"] if node.users else [])
-        return [f"{node.name} = {self.expression(node)}"]
+        loop = loop_of(node.target) if node.op == "call_function" else None
+        head = [f"# {loop.comment()}"] if loop is not None else []  # (`fx.control`)
+        return head + [f"{node.name} = {self.expression(node)}"]
 
     def last_uses(self) -> dict[Node, list[Node]]:
         """Statement node -> the values no later statement reads: deleted after it (or, when

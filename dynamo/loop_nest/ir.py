@@ -23,6 +23,7 @@ NaN made from numbers), the kernel deoptimises instead.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,6 +173,32 @@ class LoopNest:
     #: ``"call"`` (a unary float64 ufunc on a scalar: ``npd_ufunc1(k, x)``) or a reduction of
     #: a 1-d view (``"sum"``, ``"max"``, ``"min"``: ``npd_reduce``, `loop_nest.reductions`)
     ufuncs: tuple = ()
+    #: the locals (of `locals`) it assigns somewhere
+    assigned: tuple[str, ...] = ()
+
+    def arrays_written(self) -> tuple[str, ...]:
+        """The array locals the kernel may store into: those its stores go through, when each
+        store's array is a local's (never rebound in the loop, so it is that argument's array);
+        otherwise every float64 and int64 array local (bool arrays are read only)."""
+        arrays = [n for n, ty in self.locals.items() if isinstance(ty, ArrTy)]
+        writable = tuple(n for n in arrays if self.locals[n].dtype != np.bool_)
+        alias = {s.args[0]: s.args[1] for s in self.stmts
+                 if s.kind == "assign" and s.args[1].isidentifier()}
+        found: set[str] = set()
+        for s in self.stmts:
+            if s.kind not in ("store", "put", "logview"):
+                continue
+            root = re.match(r"\w+", s.args[0])
+            root = root.group(0) if root else ""
+            for _ in range(len(alias) + 1):
+                if root not in alias:
+                    break
+                root = alias[root]
+            name = root[2:] if root.startswith("L_") else None
+            if name not in writable or any(n in self.assigned for n in arrays):
+                return writable
+            found.add(name)
+        return tuple(n for n in writable if n in found)
 
     @property
     def iterates(self) -> bool:

@@ -299,7 +299,8 @@ class _Lowering(Opcodes, Slots):
                         kinds, self.tagged & set(kinds), self.flagged & set(kinds),
                         tuple(n for n in kinds if n in self.local_types), self.stmts, self.temps,
                         [ex for ex, _ in self.exits], dict(self.used_statics),
-                        self.outer_items, tuple(self.ufuncs))
+                        self.outer_items, tuple(self.ufuncs),
+                        tuple(n for n in kinds if n in self.stored))
         return nest
 
     def merge(self, a: State, b: State) -> State:

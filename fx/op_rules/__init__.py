@@ -197,8 +197,11 @@ def _out_position(function: Any) -> int | None:
         hit = _OUT_POSITIONS[function]
     except KeyError:
         hit = None
-        try:
-            params = list(signature(function).parameters.values())
+        text = getattr(function, "__text_signature__", None)
+        try:  # (a builtin whose text signature has no "out" has none: not parsed, which took
+            # ~2 ms on a process's first ``operator.setitem``)
+            params = [] if isinstance(text, str) and "out" not in text else list(
+                signature(function).parameters.values())
         except (ValueError, TypeError):
             params = []
         for i, param in enumerate(params):

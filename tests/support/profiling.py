@@ -27,6 +27,9 @@ def python_frames_during(action: Callable[[], object]) -> list[str]:
     # timer: not what is watched here)
     callbacks = gc.callbacks[:]
     gc.callbacks.clear()
+    # (the garbage earlier tests left, collected now and not inside `action`: a generator of
+    # hypothesis or pytest finalised by the action's gc.collect() runs its Python code)
+    gc.collect()
     previous = sys.getprofile()
     sys.setprofile(profile)
     try:

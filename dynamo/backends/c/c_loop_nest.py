@@ -18,7 +18,8 @@ the locals the loop uses. It returns ``(k, values, extra)``:
   int64: then nothing ran.)
 
 The C function (its text: `c_loop_source`) keeps each local in a C variable (``L_x``; ``T_x``
-its tag, ``B_x`` whether it is bound, where needed), saves them at its save points (``SN_x``),
+its tag, ``B_x`` whether it is bound, where needed), saves them at its save points (in the
+buffers it returns them in),
 logs the old value of every element it writes (one by one, or as blocks: a fast copy's chunk,
 an array statement's target), and while it runs in the main thread chains a SIGINT handler in
 front of Python's (from the 256th pass through a loop head on, so a short kernel makes no
@@ -29,6 +30,8 @@ not judge take the Python path here (cffi, which releases it too).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import glob
 import os
@@ -94,11 +97,13 @@ _BOX = {(ty.fam, ty.tag == "np"): pytype for pytype, ty in SCALAR_TYPES.items()}
 class LoopKernel:
     """A loop nest built into a C function (see the module docstring)."""
 
-    def __init__(self, nest: LoopNest) -> None:
+    def __init__(self, nest: LoopNest, source: str | None = None) -> None:
+        """``source``: the C text `c_source` wrote for this nest before (a stored lowering:
+        `dynamo.loop_nest.stored`), or None to write it."""
         self.nest = nest
         self.names = tuple(nest.locals)
         fname = "npd_loop"
-        self.source = PRELUDE + c_source(nest, fname)
+        self.source = source if source is not None else PRELUDE + c_source(nest, fname)
         cdef = CDEF + (f"int {fname}(npd_arr *, npd_val *, unsigned char *, unsigned char *, "
                        "long long *, int, npd_val *);\nvoid npd_set_ddot(void *);\n"
                        "void npd_set_ufunc(int, void *, void *);\n"
@@ -136,6 +141,12 @@ class LoopKernel:
         self.array_inputs = sum(isinstance(nest.locals[n], ArrTy) for n in nest.inputs)
         self._plans()
         self._buffers = threading.local()
+
+    def __reduce__(self) -> tuple:
+        """Pickled as its loop nest (a repro of a graph that holds it: `dynamo.repro`), and
+        built again where it is loaded (its C text is the same, so from the disk cache when
+        there is one). The objects the nest's code names (its guards') are left out."""
+        return (LoopKernel, (dataclasses.replace(self.nest, globals_used={}),))
 
     def fast_chunks(self) -> int:
         """How many chunks of iterations ran in fast copies (`loop_nest.fast`), over all calls

@@ -13,6 +13,9 @@ Layout (one directory per entry, published atomically)::
                                    verdicts.json  calibration verdicts (`record_verdict`)
     <root>/toolchains/<hash>.json                 compiler --version / OpenMP probe results
     <root>/aliases/<a[:2]>/<a>.json               request key -> full key (load without gcc)
+    <root>/loops/<k[:2]>/<k>.json                 a lowered loop nest and its C text, as data
+                                                  (`dynamo.loop_nest.stored`) after two lines:
+                                                  the key and the sha256 of the data
     <root>/failed/<key>.c                         the source of the last build that failed
 
 Root: ``$DYNAMO_CACHE_DIR``, else ``$XDG_CACHE_HOME/npdynamo``, else ``~/.cache/npdynamo``,
@@ -162,7 +165,7 @@ def _private_cache_root() -> Path:
 
 
 def checked(kcache: "KernelCache", key: str | None = None,
-            alias: str | None = None) -> "KernelCache":
+            alias: str | None = None, loop: str | None = None) -> "KernelCache":
     """``kcache``, or a cache in this process's private directory when a directory on the way
     to ``key``'s entry or ``alias``'s record is owned by another user or writable by group or
     others (anyone who can write there could plant code we would load). Warns once per
@@ -177,6 +180,8 @@ def checked(kcache: "KernelCache", key: str | None = None,
         paths += [entry.parent, entry]
     if alias is not None:
         paths.append(kcache.alias_path(alias).parent)
+    if loop is not None:
+        paths += [kcache.loops, kcache.loop_path(loop).parent]
     for path in paths:
         try:
             reason = _unsafe_reason(path)
@@ -248,6 +253,7 @@ class KernelCache:
         self.toolchains = self.root / "toolchains"
         self.failed = self.root / "failed"
         self.aliases = self.root / "aliases"
+        self.loops = self.root / "loops"
 
     def entry_dir(self, key: str) -> Path:
         return self.kernels / key[:2] / key
@@ -382,6 +388,32 @@ class KernelCache:
             os.replace(tmp, path)
         except OSError:
             pass  # an optimisation only: without it a compiler-less process rebuilds nothing
+
+    def loop_path(self, key: str) -> Path:
+        return self.loops / key[:2] / f"{key}.json"
+
+    def read_loop(self, key: str) -> str | None:
+        """The text `record_loop` stored for ``key`` if it is whole (its checksum), or None."""
+        try:
+            head, digest, payload = self.loop_path(key).read_text().split("\n", 2)
+        except (OSError, ValueError):
+            return None
+        if head != key or digest != hashlib.sha256(payload.encode()).hexdigest():
+            return None
+        return payload
+
+    def record_loop(self, key: str, payload: str) -> None:
+        """Store a lowered loop's text (atomic; an optimisation only, so failures pass)."""
+        path = self.loop_path(key)
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        try:
+            _mkdirs(path.parent, self.root)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".loop-", suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{key}\n{digest}\n{payload}")
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
     def record_failure(self, key: str, source: str) -> Path | None:
         """Keep the source of a failed build where the error message can point to it."""

@@ -2,11 +2,13 @@
 after the runtime's `c_loop_runtime.PRELUDE`.
 
 In: a `LoopNest`. Out: `c_source(nest, fname)`, the kernel's function: its locals as C variables
-(``L_x``, with ``T_x`` its tag and ``B_x`` whether it is bound where needed, ``SN_x`` their
-copies at the last save point), one C statement per IR statement (a check is a ``goto
-npd_deopt``, a store is logged, a fast statement tests and enters a fast copy), the
-deoptimisation (the undo log replayed, the saved state written back) and one block per way
-out. Used by `c_loop_nest.LoopKernel`, which builds and calls it.
+(``L_x``, with ``T_x`` its tag and ``B_x`` whether it is bound where needed), one C statement
+per IR statement (a check is a ``goto npd_deopt``, a store is logged, a fast statement tests
+and enters a fast copy), the deoptimisation (the undo log replayed) and one block per way out.
+A save point writes the locals as the kernel returns them (``v``, ``tag``, ``bound``, and the
+outermost loop's iterator in ``rng``) right away, so a deoptimisation returns what is there:
+the state saved lives in memory, not in C variables the compiler would have to keep alive
+(in registers it needs for the hot loops) through the whole function. Used by `c_loop_nest.LoopKernel`, which builds and calls it.
 """
 
 from __future__ import annotations
@@ -41,11 +43,10 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl = []
     for name in names:
         ty = nest.locals[name]
-        decl.append(f"{_ctype(ty)} L_{name}, SN_{name};")
-        decl.append(f"int T_{name} = 0, SNT_{name} = 0, B_{name} = 0, SNB_{name} = 0;")
+        decl.append(f"{_ctype(ty)} L_{name};")
+        decl.append(f"int T_{name} = 0, B_{name} = 0;")
     for t, ctype in nest.temps.items():
         decl.append(f"{ctype} {t};")
-    decl.append("long long SN_next = rng[0], SN_stop = rng[1], SN_step = rng[2];")
     decl.append("int started = 0;")
     decl.append("unsigned polls = 0, saves = 0;")
     decl.append("int caught = 0;")
@@ -75,7 +76,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
             out.append(f"    T_{name} = tag[{k}]; B_{name} = 1;")
         else:
             out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
-    out.append("    " + _save(names))
+    out += ["    " + line for line in _write(nest)]
     out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
     free = _needs_no_keep(nest)
     for s in nest.stmts:
@@ -83,14 +84,12 @@ def c_source(nest: LoopNest, fname: str) -> str:
     # ways out
     out.append("npd_deopt:")
     out.append("    npd_undo_all(&undo);")
-    out.append("    rng[0] = SN_next; rng[1] = SN_stop; rng[2] = SN_step;")
-    out += ["    " + line for line in _write(nest, "SN")]
     out.append("    result = started ? 0 : -1;")
     out.append("    goto npd_done;")
     for k, ex in enumerate(nest.exits, 1):
         out.append(f"npd_exit_{k}:")
         out.append("    if (NPD_FP_BAD()) goto npd_deopt;")
-        out += ["    " + line for line in _write(nest, "L")]
+        out += ["    " + line for line in _write(nest)]
         if ex.value is not None and ex.ty is not None:
             out.append(f"    ret[0].{_FIELD[ex.ty.fam]} = {ex.value}; ret[1].i = {ex.value_tag};")
         out.append(f"    result = {k};")
@@ -112,26 +111,21 @@ def c_source(nest: LoopNest, fname: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _save(names) -> str:
-    return " ".join(f"SN_{n} = L_{n}; SNT_{n} = T_{n}; SNB_{n} = B_{n};" for n in names)
-
-
 def _save_iterator(nest: LoopNest) -> str:
     """The outermost loop's iterator at a save point, in the range slots: a range's next,
     stop and step, or an iteration over arrays' next index and array ids (`loop_nest.items`)."""
     if nest.items is None:
-        return " SN_next = S0n; SN_stop = S0stop; SN_step = S0step;"
+        return " rng[0] = S0n; rng[1] = S0stop; rng[2] = S0step;"
     second = "S0a1.id" if nest.items[0] > 1 else "-1"
-    return f" SN_next = S0n; SN_stop = S0a0.id; SN_step = {second};"
+    return f" rng[0] = S0n; rng[1] = S0a0.id; rng[2] = {second};"
 
 
-def _write(nest: LoopNest, prefix: str) -> list[str]:
+def _write(nest: LoopNest) -> list[str]:
+    """The locals as the kernel returns them (at a way out, and at a save point)."""
     lines = []
     for k, name in enumerate(nest.locals):
         ty = nest.locals[name]
-        val = f"{prefix}_{name}"
-        t = f"{'SNT' if prefix == 'SN' else 'T'}_{name}"
-        b = f"{'SNB' if prefix == 'SN' else 'B'}_{name}"
+        val, t, b = f"L_{name}", f"T_{name}", f"B_{name}"
         if isinstance(ty, ArrTy):
             lines.append(f"v[{k}].i = {val}.id + ({val}.row << 16); bound[{k}] = {b};")
         else:
@@ -194,7 +188,8 @@ def _stmt(s, nest: LoopNest, free: frozenset | set = frozenset()) -> str:
         # iterations, and Python runs them again; the IEEE flags are tested there)
         return ("    if (!started || ++saves >= 256u || NPD_LOG_FULL(undo)) {\n"
                 "        if (NPD_FP_BAD()) goto npd_deopt;\n"
-                "        started = 1; saves = 0; NPD_LOG_CLEAR(undo); " + _save(nest.locals) + (
+                "        started = 1; saves = 0; NPD_LOG_CLEAR(undo);\n        "
+                + "\n        ".join(_write(nest)) + (
                     _save_iterator(nest) if nest.iterates else "") + "\n    }")
     if s.kind == "poll":
         # (every 256th time: Ctrl-C, and the IEEE flags; the SIGINT handler goes in front of

@@ -282,8 +282,8 @@ def _kernel(code: types.CodeType, index: int, types_: dict, statics: dict,
     key = stored.lowering_key(code, index, types_, statics, name, frame_globals)
     kcache = None
     if key is not None:
-        kcache = checked(KernelCache(cache_root()), loop=key)
-        payload = kcache.read_loop(key)
+        kcache = checked(KernelCache(cache_root()), record=("loops", key))
+        payload = kcache.read_record("loops", key)
         if payload is not None:
             try:
                 payload = json.loads(payload)
@@ -303,7 +303,7 @@ def _kernel(code: types.CodeType, index: int, types_: dict, statics: dict,
         except stored.NotStored as exc:
             log.info("the lowering of %s is not stored: %s", name, exc)
         else:
-            kcache.record_loop(key, payload)
+            kcache.write_record("loops", key, payload)
     return kernel
 
 

@@ -5,7 +5,7 @@ types, the objects its globals name). Out: `lowering_key`, a sha256 over a descr
 it that does not depend on the process (or None when some object has no such description:
 then nothing is stored), and `to_data`/`from_data`, the nest as JSON-able data (dicts, lists,
 strings, numbers) and back. `dynamo.loop_kernels` keeps the data in the kernel cache directory
-(`backends.c.cache.KernelCache.read_loop`), so a new process that meets the same loop skips its
+(`backends.c.cache.KernelCache.read_record`), so a new process that meets the same loop skips its
 lowering and its C text and loads the built kernel at once (the first call from the disk cache).
 
 What lowering depends on is all in the key, so a stored nest is never stale:

@@ -161,3 +161,27 @@ def test_other_calling_forms_keep_their_results():
     """axis, initial, keepdims, dtype: not lowered (the loop runs as before), NumPy's values."""
     x = np.random.default_rng(9).standard_normal(30)
     check(other_calling_forms, x, np.zeros(30), kernel=False)
+
+
+def test_a_probe_verdict_is_kept_for_the_next_process(tmp_path, monkeypatch):
+    """The probes of NumPy's reduction loops (4-11 ms each) run once per NumPy, CPU and buffer
+    size: their verdict is a record of the kernel cache directory, which decides from then on
+    (a stored 'false' refuses the loop without probing; another buffer size probes again)."""
+    from dynamo.backends.c import cache, numpy_loops
+    monkeypatch.setenv("DYNAMO_CACHE_DIR", str(tmp_path))
+    probed = []
+    real = numpy_loops._reduce_probes
+    monkeypatch.setattr(numpy_loops, "_reduce_probes", lambda dt: probed.append(dt) or real(dt))
+    first = numpy_loops.reduce_loop.__wrapped__("max", "f8")
+    assert first is not None and len(probed) == 1
+    assert numpy_loops.reduce_loop.__wrapped__("max", "f8") == first and len(probed) == 1
+    (record,) = (tmp_path / "probes").glob("*/*.json")
+    key, _, _ = record.read_text().split("\n", 2)
+    cache.KernelCache(tmp_path).write_record("probes", key, "false")
+    assert numpy_loops.reduce_loop.__wrapped__("max", "f8") is None and len(probed) == 1
+    saved = np.getbufsize()
+    try:
+        np.setbufsize(saved * 2)
+        assert numpy_loops.reduce_loop.__wrapped__("max", "f8") == first and len(probed) == 2
+    finally:
+        np.setbufsize(saved)

@@ -13,9 +13,11 @@ Layout (one directory per entry, published atomically)::
                                    verdicts.json  calibration verdicts (`record_verdict`)
     <root>/toolchains/<hash>.json                 compiler --version / OpenMP probe results
     <root>/aliases/<a[:2]>/<a>.json               request key -> full key (load without gcc)
-    <root>/loops/<k[:2]>/<k>.json                 a lowered loop nest and its C text, as data
-                                                  (`dynamo.loop_nest.stored`) after two lines:
-                                                  the key and the sha256 of the data
+    <root>/loops/<k[:2]>/<k>.json                 records (`read_record`), after two lines (the
+    <root>/probes/<k[:2]>/<k>.json                key, the sha256 of the rest): a lowered loop
+                                                  nest and its C (`dynamo.loop_nest.stored`);
+                                                  the verdict of a probe of NumPy's loops
+                                                  (`numpy_loops`)
     <root>/failed/<key>.c                         the source of the last build that failed
 
 Root: ``$DYNAMO_CACHE_DIR``, else ``$XDG_CACHE_HOME/npdynamo``, else ``~/.cache/npdynamo``,
@@ -164,8 +166,8 @@ def _private_cache_root() -> Path:
         return _private_root
 
 
-def checked(kcache: "KernelCache", key: str | None = None,
-            alias: str | None = None, loop: str | None = None) -> "KernelCache":
+def checked(kcache: "KernelCache", key: str | None = None, alias: str | None = None,
+            record: tuple[str, str] | None = None) -> "KernelCache":
     """``kcache``, or a cache in this process's private directory when a directory on the way
     to ``key``'s entry or ``alias``'s record is owned by another user or writable by group or
     others (anyone who can write there could plant code we would load). Warns once per
@@ -180,8 +182,9 @@ def checked(kcache: "KernelCache", key: str | None = None,
         paths += [entry.parent, entry]
     if alias is not None:
         paths.append(kcache.alias_path(alias).parent)
-    if loop is not None:
-        paths += [kcache.loops, kcache.loop_path(loop).parent]
+    if record is not None:  # ((kind, key): `KernelCache.read_record`)
+        path = kcache.record_path(*record)
+        paths += [path.parent.parent, path.parent]
     for path in paths:
         try:
             reason = _unsafe_reason(path)
@@ -227,6 +230,10 @@ def _reset_roots_for_tests() -> None:
         _roots.clear()
 
 
+#: the kinds of records (`KernelCache.read_record`): a directory of the root each
+RECORD_KINDS = ("loops", "probes")
+
+
 def make_key(components: dict[str, str]) -> str:
     """sha256 (hex) over a dict of strings: source, cdef, compiler, flags, CPU, versions, ..."""
     parts = dict(components, cache_format=str(CACHE_FORMAT), python=_python_abi())
@@ -253,7 +260,6 @@ class KernelCache:
         self.toolchains = self.root / "toolchains"
         self.failed = self.root / "failed"
         self.aliases = self.root / "aliases"
-        self.loops = self.root / "loops"
 
     def entry_dir(self, key: str) -> Path:
         return self.kernels / key[:2] / key
@@ -389,26 +395,29 @@ class KernelCache:
         except OSError:
             pass  # an optimisation only: without it a compiler-less process rebuilds nothing
 
-    def loop_path(self, key: str) -> Path:
-        return self.loops / key[:2] / f"{key}.json"
+    def record_path(self, kind: str, key: str) -> Path:
+        """Where a record of `kind` (`RECORD_KINDS`) for ``key`` is kept."""
+        if kind not in RECORD_KINDS:
+            raise ValueError(f"no records of kind {kind!r}")
+        return self.root / kind / key[:2] / f"{key}.json"
 
-    def read_loop(self, key: str) -> str | None:
-        """The text `record_loop` stored for ``key`` if it is whole (its checksum), or None."""
+    def read_record(self, kind: str, key: str) -> str | None:
+        """The text `write_record` stored for ``key`` if it is whole (its checksum), or None."""
         try:
-            head, digest, payload = self.loop_path(key).read_text().split("\n", 2)
+            head, digest, payload = self.record_path(kind, key).read_text().split("\n", 2)
         except (OSError, ValueError):
             return None
         if head != key or digest != hashlib.sha256(payload.encode()).hexdigest():
             return None
         return payload
 
-    def record_loop(self, key: str, payload: str) -> None:
-        """Store a lowered loop's text (atomic; an optimisation only, so failures pass)."""
-        path = self.loop_path(key)
+    def write_record(self, kind: str, key: str, payload: str) -> None:
+        """Store a record's text (atomic; records are optimisations, so failures pass)."""
+        path = self.record_path(kind, key)
         digest = hashlib.sha256(payload.encode()).hexdigest()
         try:
             _mkdirs(path.parent, self.root)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".loop-", suffix=".tmp")
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".record-", suffix=".tmp")
             with os.fdopen(fd, "w") as fh:
                 fh.write(f"{key}\n{digest}\n{payload}")
             os.replace(tmp, path)

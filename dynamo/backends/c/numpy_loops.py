@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from numpy._core import _multiarray_umath as _umath
 
 __all__ = ["numpy_loop", "numpy_loop_table", "slot_name", "ufunc_loop", "reduce_loop"]
 
@@ -161,6 +164,32 @@ def _reduce_probes(dt: np.dtype) -> list[np.ndarray]:
     return found
 
 
+def _stamp(path: str) -> str:
+    st = os.stat(path)
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _probed(facts: dict[str, str], probe: Callable[[], bool]) -> bool:
+    """``probe()``, or its verdict from an earlier process: kept in the kernel cache directory
+    (a ``probes`` record, `cache.KernelCache.read_record`) under a key over `facts`, NumPy's
+    version and its ufunc module's file (size, time of change), the CPU (NumPy picks its SIMD
+    loops by it), the buffer size and this module's file, so another NumPy, CPU or probe
+    probes again. The probes take 4-11 ms each, most of a first call from the disk cache."""
+    from . import cache  # (here: cache imports nothing of this module, but keep it light)
+    from .toolchain import cpu_features
+
+    key = cache.make_key(dict(facts, numpy=np.__version__, cpu=cpu_features(),
+                              ufuncs=_stamp(_umath.__file__), probes=_stamp(__file__),
+                              bufsize=str(np.getbufsize())))
+    kcache = cache.checked(cache.KernelCache(cache.cache_root()), record=("probes", key))
+    found = kcache.read_record("probes", key)
+    if found in ("true", "false"):
+        return found == "true"
+    verdict = bool(probe())
+    kcache.write_record("probes", key, "true" if verdict else "false")
+    return verdict
+
+
 @lru_cache(maxsize=None)
 def reduce_loop(name: str, dtype: Any) -> tuple[int, int] | None:
     """``(function, data)`` of the loop of ``np.<ufunc>`` (`REDUCTIONS`) that a loop kernel
@@ -172,13 +201,16 @@ def reduce_loop(name: str, dtype: Any) -> tuple[int, int] | None:
     loop = ufunc_loop(uf, dt.char * 2 + "->" + dt.char)
     if loop is None:
         return None
-    with np.errstate(all="ignore"):
-        for a in _reduce_probes(dt):
-            if _emulate_reduce(name, loop, a).tobytes() != getattr(a, name)().tobytes():
-                logging.getLogger("dynamo.kernels").info(
-                    "a loop kernel's %s of %s arrays would not be NumPy's here: not lowered",
-                    name, dt)
-                return None
+
+    def probe() -> bool:
+        with np.errstate(all="ignore"):
+            return all(_emulate_reduce(name, loop, a).tobytes() == getattr(a, name)().tobytes()
+                       for a in _reduce_probes(dt))
+
+    if not _probed({"probe": "reduce", "name": name, "dtype": dt.str}, probe):
+        logging.getLogger("dynamo.kernels").info(
+            "a loop kernel's %s of %s arrays would not be NumPy's here: not lowered", name, dt)
+        return None
     return loop
 
 

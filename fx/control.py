@@ -9,7 +9,7 @@ makes one where an outermost loop of a frame lowers to a C loop kernel: ``dynamo
 
 The node owns its body: a statement-level IR (for / while / if / assign / store / deopt, in
 ``dynamo.loop_nest.ir``) that `Loop.text` prints, and that the loop's `run` callable executes
-(its C is ``loop.source``). It declares what it reads (`reads`: the node's arguments after the
+(a C loop kernel: its C is ``loop.run.source``). It declares what it reads (`reads`: the node's arguments after the
 first, one per local the loop reads, in order), what it writes (`writes`: those of them that are
 arrays it may store into) and the locals it assigns. So passes see it for what it is: impure
 (DCE keeps it, CSE never merges it or an array read across it, constant folding never runs it),

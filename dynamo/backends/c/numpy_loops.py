@@ -28,6 +28,9 @@ from typing import Any
 import numpy as np
 from numpy._core import _multiarray_umath as _umath
 
+from . import cache
+from .toolchain import cpu_features
+
 __all__ = ["numpy_loop", "numpy_loop_table", "slot_name", "ufunc_loop", "reduce_loop"]
 
 
@@ -175,9 +178,6 @@ def _probed(facts: dict[str, str], probe: Callable[[], bool]) -> bool:
     version and its ufunc module's file (size, time of change), the CPU (NumPy picks its SIMD
     loops by it), the buffer size and this module's file, so another NumPy, CPU or probe
     probes again. The probes take 4-11 ms each, most of a first call from the disk cache."""
-    from . import cache  # (here: cache imports nothing of this module, but keep it light)
-    from .toolchain import cpu_features
-
     key = cache.make_key(dict(facts, numpy=np.__version__, cpu=cpu_features(),
                               ufuncs=_stamp(_umath.__file__), probes=_stamp(__file__),
                               bufsize=str(np.getbufsize())))

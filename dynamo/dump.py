@@ -12,6 +12,7 @@ folder per compiled frame (a function, a resume function, a loop or try/with bod
     guards.txt    every guard, and whether the C guard program or Python runs it
     parts.txt     the disassembly of every resume and body function the transformed code makes
     kernels.txt   (C backend) the fusion report with each kernel's C source
+    loops.txt     (C loop kernels) each loop node of the graph: its statement IR, then its C
     frame.txt     where the frame is, why its graph ended, compile times
 
 Called by `output_graph.OutputGraph.compile` (`graph_source_path`, before the backend sees the
@@ -28,6 +29,8 @@ import re
 import threading
 import types
 from typing import Any
+
+from fx.control import loop_of
 
 from . import config
 from .diagnostics import diagnose
@@ -99,6 +102,11 @@ def write_frame(compiled: Any) -> str | None:
     report = gm.meta.get("fusion_report") if gm is not None else None
     if report is not None:
         files["kernels.txt"] = f"{report}\n"
+    loops = [n.target for n in gm.graph.nodes if loop_of(n.target)] if gm is not None else []
+    if loops:
+        files["loops.txt"] = "\n\n".join(
+            f"== {loop.__name__} ({loop.where}) ==\n{loop.text()}\n\n-- C --\n"
+            f"{getattr(loop.run, 'source', '(no C)')}" for loop in loops) + "\n"
     for name, text in files.items():
         try:
             with open(os.path.join(folder, name), "w", encoding="utf-8") as f:

@@ -71,6 +71,21 @@ def test_the_c_backend_dumps_its_kernels(tmp_path):
     assert "kernel" in (folder / "kernels.txt").read_text().lower()
 
 
+def test_a_loop_kernel_dumps_its_ir_and_c(tmp_path):
+    def fill(a, n):
+        for i in range(n):
+            a[i] = i * 0.5
+        return a
+
+    with config.patch(dump_dir=str(tmp_path)):
+        dynamo.compile(fill, backend="c")(np.zeros(8), 8)
+    (folder,) = tmp_path.iterdir()
+    text = (folder / "loops.txt").read_text()
+    assert text.startswith("== fill_line") and "loop nest fill_line" in text
+    assert "-- C --" in text and "int npd_loop(" in text
+    assert "loop = fill_line" in (folder / "graph.py").read_text()
+
+
 def test_an_unwritable_dump_dir_warns_and_compiles(tmp_path, monkeypatch):
     import dynamo.dump as dump
 

@@ -1,0 +1,111 @@
+"""np.fft inside the graph (fx/op_rules/spectral.py): transforms, frequencies and shifts are
+graph calls of NumPy itself, so programs that used to break at every one are one graph, with
+NumPy's results to the bit on both backends; NumPy's errors and warnings are raised as in plain
+code. Plain NumPy is the oracle."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dynamo
+
+rng = np.random.default_rng(5)
+
+
+def convolve(a, b, n):
+    return np.fft.irfft(np.fft.rfft(a, n) * np.fft.rfft(b, n), n)
+
+
+def lowpass(img):
+    fy = np.fft.fftfreq(img.shape[0])[:, None]
+    fx = np.fft.fftfreq(img.shape[1])[None, :]
+    mask = (fx * fx + fy * fy) < 0.1
+    return np.fft.ifft2(np.fft.fft2(img) * mask).real
+
+
+def derivative(u, length):
+    n = u.shape[0]
+    k = np.fft.rfftfreq(n, d=length / n) * 2.0 * np.pi
+    return np.fft.irfft(1j * k * np.fft.rfft(u), n)
+
+
+def spectrum(x):
+    f = np.fft.fftshift(np.fft.fft(x, norm="ortho"))
+    return np.abs(f) ** 2, np.fft.ifftshift(f), np.fft.hfft(x[:5]), np.fft.ihfft(x)
+
+
+def volume(v):
+    return np.fft.irfftn(np.fft.rfftn(v, axes=(0, 2)), s=(v.shape[0], v.shape[2]), axes=(0, 2))
+
+
+CASES = [
+    (convolve, (rng.random(100), rng.random(100), 256)),
+    (lowpass, (rng.random((32, 16)),)),
+    (derivative, (rng.random(64), 2 * np.pi)),
+    (spectrum, (rng.random(33),)),
+    (spectrum, (rng.random(16).astype(np.float32),)),
+    (volume, (rng.random((6, 3, 8)),)),
+]
+
+
+def _same(got, want):
+    if isinstance(want, tuple):
+        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+    return (type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+            and np.array_equal(got, want))
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+@pytest.mark.parametrize("fn, args", CASES, ids=lambda v: getattr(v, "__name__", ""))
+def test_fft_programs_are_one_graph_with_numpys_results(fn, args, backend):
+    explained = dynamo.explain(fn, backend=backend)(*args)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained
+    compiled = dynamo.compile(fn, backend=backend)
+    for _ in range(2):
+        assert _same(compiled(*args), fn(*args))
+
+
+def bad_points(x, n):
+    return np.fft.fft(x * 2.0, n)
+
+
+def bad_norm(x):
+    return np.fft.rfft(x * 2.0, norm="sideways")
+
+
+@pytest.mark.parametrize("backend", ["eager", "c"])
+def test_numpys_errors_are_raised_as_in_plain_code(backend):
+    x = rng.random(8)
+    for fn, args in ((bad_points, (x, 0)), (bad_norm, (x,))):
+        with pytest.raises(ValueError) as plain:
+            fn(*args)
+        with pytest.raises(ValueError) as compiled:
+            dynamo.compile(fn, backend=backend)(*args)
+        assert str(compiled.value) == str(plain.value)
+
+
+def deprecated_form(v):
+    return np.fft.fftn(v + 1.0, s=(4, 4))  # (s without axes: NumPy 2 warns)
+
+
+def test_a_deprecated_form_warns_at_the_users_line():
+    v = rng.random((4, 4))
+    with warnings.catch_warnings(record=True) as plain:
+        warnings.simplefilter("always")
+        want = deprecated_form(v)
+    with warnings.catch_warnings(record=True) as compiled:
+        warnings.simplefilter("always")
+        got = dynamo.compile(deprecated_form, backend="eager")(v)
+    assert _same(got, want)
+    assert [(w.category, str(w.message), w.lineno) for w in compiled] == \
+        [(w.category, str(w.message), w.lineno) for w in plain]
+
+
+def test_every_size_keeps_numpys_results():
+    compiled = dynamo.compile(convolve, backend="c")
+    for n in (10, 17, 64, 5, 100):
+        a, b = rng.random(n), rng.random(n)
+        assert _same(compiled(a, b, 2 * n), convolve(a, b, 2 * n))

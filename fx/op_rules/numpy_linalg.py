@@ -1,4 +1,4 @@
-"""Rules for np.linalg: norm, inv, det, solve.
+"""Rules for np.linalg: norm, inv, det, solve, cholesky, eigvalsh, matrix_power, pinv.
 
 dtype and scalar-vs-array come from running NumPy on small *well-conditioned* stand-ins (identity
 matrices: a zero stand-in would look singular); shapes and square/alignment checks are computed
@@ -6,6 +6,8 @@ here. Singular inputs are data: NumPy raises LinAlgError when the graph runs, as
 """
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
@@ -86,3 +88,46 @@ def _norm_rule(call: Call) -> Result:
     if isinstance(res, np.generic):
         return call.result(res)
     return call.result(res, shape)
+
+
+@register(np.linalg.cholesky)
+def _cholesky_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrix(call, bound["a"], "a")
+    res = call.run(args=(_eye_standin(a),), kwargs={k: v for k, v in bound.items() if k != "a"})
+    return call.result(res, a.shape)
+
+
+@register(np.linalg.eigvalsh)
+def _eigvalsh_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrix(call, bound["a"], "a")
+    res = call.run(args=(_eye_standin(a),), kwargs={k: v for k, v in bound.items() if k != "a"})
+    return call.result(res, a.shape[:-1])
+
+
+@register(np.linalg.matrix_power)
+def _matrix_power_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrix(call, bound["a"], "a")
+    try:
+        n = operator.index(bound["n"])
+    except TypeError as exc:
+        raise RuleError(f"{call.name}: the exponent must be an integer (NumPy raises)") from exc
+    res = call.run(args=(_eye_standin(a), n), kwargs={})
+    return call.result(res, a.shape)
+
+
+@register(np.linalg.pinv)
+def _pinv_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = bound["a"]
+    if not isinstance(a, ArrayMeta) or a.ndim < 2:
+        raise RuleError(f"{call.name}: a must be a traced array with at least 2 dimensions")
+    if any(isinstance(v, ArrayMeta) for k, v in bound.items() if k != "a"):
+        raise RuleError(f"{call.name}: a traced rcond/rtol is not captured")
+    if bound.get("hermitian") and a.shape[-1] != a.shape[-2]:
+        raise RuleError(f"{call.name}: hermitian=True needs square matrices (NumPy raises)")
+    res = call.run(args=(np.ones(shrunk(a.shape), a.dtype),),
+                   kwargs={k: v for k, v in bound.items() if k != "a"})
+    return call.result(res, a.shape[:-2] + (a.shape[-1], a.shape[-2]))

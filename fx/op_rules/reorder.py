@@ -1,5 +1,6 @@
 """Rules for functions that reorder, repeat, difference or select elements along axes:
-np.sort, np.argsort, np.diff, np.tile, np.repeat, np.take, np.trace.
+np.sort, np.argsort, np.partition, np.argpartition, np.searchsorted, np.diff, np.tile,
+np.repeat, np.take, np.trace, np.tril, np.triu.
 
 Their results are copies, so shapes are computed here; the stand-in run gets the dtype and lets
 NumPy validate axes, kinds and dtypes. Arguments that set a length (repeats, reps) are shrunk to
@@ -180,3 +181,62 @@ def _roll_rule(call: Call) -> Result:
     bound.arguments["shift"], bound.arguments["axis"] = shift, axis
     res = call.run(args=bound.args, kwargs=bound.kwargs)  # validates axes and shift lengths
     return call.result(res, shape_of(b["a"]))
+
+
+def _traced(call: Call, arguments: dict, name: str) -> ArrayMeta:
+    value = arguments[name]
+    if not isinstance(value, ArrayMeta) or value.ndim == 0:
+        raise RuleError(f"{call.name}: {name} must be a traced array with at least one "
+                        "dimension")
+    return value
+
+
+def _kth(call: Call, kth: Any, length: int) -> None:
+    """NumPy's check of ``kth`` against the axis's real length (the stand-in's is shrunk)."""
+    if isinstance(kth, ArrayMeta) or contains_meta(kth):
+        raise RuleError(f"{call.name}: a traced kth is not captured")
+    try:
+        values = [operator.index(k) for k in np.ravel(kth)] if not isinstance(kth, int) \
+            else [kth]
+    except TypeError as exc:
+        raise RuleError(f"{call.name}: kth must be integers (NumPy raises)") from exc
+    for k in values:
+        if not -length <= k < length:
+            raise RuleError(f"{call.name}: kth(={k}) out of bounds ({length}); NumPy raises")
+
+
+@register(np.partition, np.argpartition)
+def _partition_rule(call: Call) -> Result:
+    b = call.bind().arguments
+    a = _traced(call, b, "a")
+    axis = b["axis"]
+    length = prod(a.shape) if axis is None else a.shape[_axis(axis, a.ndim)]
+    _kth(call, b["kth"], length)
+    bound = call.bind()
+    bound.arguments["kth"] = 0
+    res = call.run(args=bound.args, kwargs=bound.kwargs)  # (validates axis, kind, order)
+    return call.result(res, (prod(a.shape),) if axis is None else a.shape)
+
+
+@register(np.searchsorted)
+def _searchsorted_rule(call: Call) -> Result:
+    b = call.bind().arguments
+    a, v = b["a"], b["v"]
+    if not isinstance(a, ArrayMeta) or a.ndim != 1:
+        raise RuleError(f"{call.name}: a must be a traced 1-d array")
+    sorter = b["sorter"]
+    if sorter is not None and shape_of(sorter) != a.shape:
+        raise RuleError(f"{call.name}: sorter must have a's length (NumPy raises)")
+    bound = call.bind()
+    bound.arguments["sorter"] = None  # (its length is a's, which the stand-in's is not)
+    res = call.run(args=bound.args, kwargs=bound.kwargs)
+    if isinstance(res, np.generic):
+        return call.result(res)
+    return call.result(res, shape_of(v))
+
+
+@register(np.tril, np.triu)
+def _tri_rule(call: Call) -> Result:
+    m = _traced(call, call.bind().arguments, "m")
+    res = call.run()  # (validates k as NumPy does)
+    return call.result(res, m.shape if m.ndim >= 2 else (m.shape[0], m.shape[0]))

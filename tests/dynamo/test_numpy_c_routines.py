@@ -1,7 +1,9 @@
-"""np.fft inside the graph (fx/op_rules/spectral.py): transforms, frequencies and shifts are
-graph calls of NumPy itself, so programs that used to break at every one are one graph, with
-NumPy's results to the bit on both backends; NumPy's errors and warnings are raised as in plain
-code. Plain NumPy is the oracle."""
+"""NumPy's C routines as graph calls (rules in fx/op_rules: spectral, reorder, numpy_linalg):
+np.fft's transforms, frequencies and shifts (pocketfft), partition, argpartition, searchsorted,
+tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv are one graph with what is around them
+(programs that broke at every one), with NumPy's results to the bit on both backends; NumPy's
+errors (n < 1, an unknown norm, a kth out of range, a matrix that is not positive definite) and
+warnings are raised as in plain code. Plain NumPy is the oracle."""
 
 from __future__ import annotations
 
@@ -12,7 +14,21 @@ import pytest
 
 import dynamo
 
-rng = np.random.default_rng(5)
+rng = np.random.default_rng(9)
+
+
+def order_stats(x, q):
+    part = np.partition(x * 2.0, (1, q))
+    idx = np.argpartition(x, q)
+    edges = np.sort(x[:5])
+    return part[q] + 1.0, idx[:q], np.searchsorted(edges, x, side="right")
+
+
+def gram(a):
+    g = a.T @ a + np.eye(a.shape[1])
+    c = np.linalg.cholesky(g)
+    w = np.linalg.eigvalsh(g)
+    return np.tril(c) - np.triu(c, 1), w * 2.0, np.linalg.matrix_power(g, 3), np.linalg.pinv(a)
 
 
 def convolve(a, b, n):
@@ -42,6 +58,8 @@ def volume(v):
 
 
 CASES = [
+    (order_stats, (rng.random(40), 7)),
+    (gram, (rng.random((12, 5)),)),
     (convolve, (rng.random(100), rng.random(100), 256)),
     (lowpass, (rng.random((32, 16)),)),
     (derivative, (rng.random(64), 2 * np.pi)),
@@ -49,6 +67,7 @@ CASES = [
     (spectrum, (rng.random(16).astype(np.float32),)),
     (volume, (rng.random((6, 3, 8)),)),
 ]
+
 
 
 def _same(got, want):
@@ -60,7 +79,7 @@ def _same(got, want):
 
 @pytest.mark.parametrize("backend", ["eager", "c"])
 @pytest.mark.parametrize("fn, args", CASES, ids=lambda v: getattr(v, "__name__", ""))
-def test_fft_programs_are_one_graph_with_numpys_results(fn, args, backend):
+def test_c_routines_are_one_graph_with_numpys_results(fn, args, backend):
     explained = dynamo.explain(fn, backend=backend)(*args)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained
     compiled = dynamo.compile(fn, backend=backend)
@@ -76,13 +95,23 @@ def bad_norm(x):
     return np.fft.rfft(x * 2.0, norm="sideways")
 
 
+def kth_out_of_range(x):
+    return np.partition(x + 1.0, 50)
+
+
+def not_positive_definite(a):
+    return np.linalg.cholesky(a - 10.0 * np.eye(a.shape[0]))
+
+
 @pytest.mark.parametrize("backend", ["eager", "c"])
 def test_numpys_errors_are_raised_as_in_plain_code(backend):
     x = rng.random(8)
-    for fn, args in ((bad_points, (x, 0)), (bad_norm, (x,))):
-        with pytest.raises(ValueError) as plain:
+    for fn, args, error in ((bad_points, (x, 0), ValueError), (bad_norm, (x,), ValueError),
+                            (kth_out_of_range, (x,), ValueError),
+                            (not_positive_definite, (np.eye(3),), np.linalg.LinAlgError)):
+        with pytest.raises(error) as plain:
             fn(*args)
-        with pytest.raises(ValueError) as compiled:
+        with pytest.raises(error) as compiled:
             dynamo.compile(fn, backend=backend)(*args)
         assert str(compiled.value) == str(plain.value)
 

@@ -31,8 +31,8 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.op_rules import (  # noqa: F401  (importing registers the rules)
-    creation, elementwise, indexing, linalg, numpy_linalg, reductions, reorder, shape_ops,
-    spectral,
+    creation, elementwise, indexing, linalg, numeric, numpy_linalg, reductions, reorder,
+    shape_ops, spectral,
 )
 from fx.op_rules._core import (
     FUNCTION_RULES, REJECTED, SYMBOLIC_RULES, Call, Result, RuleError, register, signature,

@@ -1,6 +1,7 @@
-"""NumPy's C routines as graph calls (rules in fx/op_rules: spectral, reorder, numpy_linalg):
-np.fft's transforms, frequencies and shifts (pocketfft), partition, argpartition, searchsorted,
-tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv are one graph with what is around them
+"""NumPy functions as graph calls of NumPy itself (rules in fx/op_rules: spectral, reorder,
+numpy_linalg, numeric): np.fft's transforms, frequencies and shifts (pocketfft), partition,
+argpartition, searchsorted, tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv, interp,
+digitize, convolve, trapezoid, polyval and meshgrid are one graph with what is around them
 (programs that broke at every one), with NumPy's results to the bit on both backends; NumPy's
 errors (n < 1, an unknown norm, a kth out of range, a matrix that is not positive definite) and
 warnings are raised as in plain code. Plain NumPy is the oracle."""
@@ -57,7 +58,22 @@ def volume(v):
     return np.fft.irfftn(np.fft.rfftn(v, axes=(0, 2)), s=(v.shape[0], v.shape[2]), axes=(0, 2))
 
 
+def resample(t, y, bins):
+    grid = np.linspace(t[0], t[-1], 50)
+    smooth = np.convolve(np.interp(grid, t, y), np.ones(5) / 5.0, mode="same")
+    where = np.digitize(y, bins)
+    return smooth, where, np.trapezoid(smooth, grid), np.trapezoid(y * y, dx=0.5)
+
+
+def surface(x, y, p):
+    xx, yy = np.meshgrid(x, y)
+    sx, sy = np.meshgrid(x, y, sparse=True, indexing="ij")
+    return np.polyval(p, xx) + yy, sx * sy, np.polyval(p, 2.0)
+
+
 CASES = [
+    (resample, (np.sort(rng.random(30)), rng.random(30), np.linspace(0, 1, 6))),
+    (surface, (rng.random(7), rng.random(4), np.array([1.0, -2.0, 0.5]))),
     (order_stats, (rng.random(40), 7)),
     (gram, (rng.random((12, 5)),)),
     (convolve, (rng.random(100), rng.random(100), 256)),

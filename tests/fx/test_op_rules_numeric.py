@@ -1,0 +1,94 @@
+"""Rules for np.interp, np.digitize, np.convolve, np.trapezoid, np.polyval and np.meshgrid against
+NumPy itself: dtype, shape, scalar-vs-array (a tuple of arrays for meshgrid), and RuleError
+where NumPy raises."""
+
+import numpy as np
+import pytest
+
+from fx import op_rules
+from fx.meta import ArrayMeta
+
+rng = np.random.default_rng(2)
+
+
+def _meta(a):
+    if isinstance(a, (np.ndarray, np.generic)):
+        return ArrayMeta(a.dtype, np.shape(a), isinstance(a, np.generic))
+    return a
+
+
+def _desc(r):
+    if isinstance(r, tuple):
+        return tuple(_desc(x) for x in r)
+    if isinstance(r, ArrayMeta):
+        return (r.dtype, r.shape, r.is_scalar)
+    return (r.dtype, np.shape(r), isinstance(r, np.generic))
+
+
+def _check(fn, args, kwargs=None):
+    kwargs = kwargs or {}
+    try:
+        expected = fn(*args, **kwargs)
+    except (ValueError, TypeError, IndexError, np.exceptions.AxisError):
+        with pytest.raises(op_rules.RuleError):
+            op_rules.infer_call(fn, [_meta(a) for a in args], kwargs)
+        return
+    got = op_rules.infer_call(fn, [_meta(a) for a in args], kwargs)
+    assert _desc(got) == _desc(expected), (fn.__name__, args, kwargs)
+
+
+def _arr(shape, dtype=np.float64):
+    return (rng.standard_normal(shape) * 3).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_interp(dtype):
+    xp = np.sort(_arr(6))
+    for x in [_arr(4), _arr((2, 3)), np.float64(0.5), _arr(5, np.int32)]:
+        _check(np.interp, [x, xp, _arr(6, dtype)])
+        _check(np.interp, [x, xp, _arr(6, dtype)], {"left": 0.0, "period": 2.0})
+        _check(np.interp, [x, xp, _arr(5, dtype)])
+        _check(np.interp, [x, _arr((2, 3)), _arr((2, 3), dtype)])
+
+
+def test_digitize():
+    bins = np.sort(_arr(5))
+    for x in [_arr(4), _arr((2, 3), np.float32), np.float64(1.0), _arr(3, np.int64)]:
+        _check(np.digitize, [x, bins])
+        _check(np.digitize, [x, bins], {"right": True})
+        _check(np.digitize, [x, _arr((2, 2))])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex64, np.bool_])
+def test_convolve(dtype):
+    for n, m in [(5, 3), (3, 5), (4, 4), (1, 6), (0, 3)]:
+        a, v = _arr(n).astype(dtype), _arr(m).astype(dtype)
+        for mode in ("full", "same", "valid", "nope"):
+            _check(np.convolve, [a, v], {"mode": mode})
+    _check(np.convolve, [_arr((2, 2)), _arr(3)])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_trapezoid(dtype):
+    for shape in [(5,), (3, 4), (2, 3, 4)]:
+        y = _arr(shape, dtype)
+        _check(np.trapezoid, [y])
+        _check(np.trapezoid, [y], {"axis": 0})
+        _check(np.trapezoid, [y], {"dx": 0.5, "axis": -1})
+        _check(np.trapezoid, [y], {"x": _arr(shape[-1])})
+        _check(np.trapezoid, [y], {"x": _arr(shape[-1] + 1)})
+        _check(np.trapezoid, [y], {"axis": 5})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
+def test_polyval(dtype):
+    for p in [_arr(3, dtype), _arr(1, dtype)]:
+        for x in [_arr(4), _arr((2, 3), np.float32), np.float64(2.0), _arr(3, np.int64)]:
+            _check(np.polyval, [p, x])
+
+
+def test_meshgrid():
+    a, b, c = _arr(3), _arr(4, np.float32), _arr(2, np.int64)
+    for xi in [(a,), (a, b), (a, b, c)]:
+        for kwargs in [{}, {"indexing": "ij"}, {"sparse": True}, {"sparse": True, "indexing": "ij"}]:
+            _check(np.meshgrid, list(xi), kwargs)

@@ -32,7 +32,7 @@ import numpy as np
 from fx.meta import ArrayMeta
 from fx.op_rules import (  # noqa: F401  (importing registers the rules)
     creation, elementwise, indexing, linalg, numeric, numpy_linalg, reductions, reorder,
-    shape_ops, spectral,
+    shape_ops, spectral, statistics,
 )
 from fx.op_rules._core import (
     FUNCTION_RULES, REJECTED, SYMBOLIC_RULES, Call, Result, RuleError, register, signature,

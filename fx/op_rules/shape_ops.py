@@ -16,8 +16,8 @@ import numpy as np
 
 from fx.meta import ArrayMeta
 from fx.op_rules._core import (
-    Call, Result, RuleError, _has_symbols, given, normalize_axes, register, shape_of,
-    specialize_call, symbolic,
+    Call, Result, RuleError, _has_symbols, contains_meta, given, normalize_axes, register,
+    shape_of, specialize_call, symbolic,
 )
 from fx.symbolic import Sym, hint, is_data_dependent, is_symbolic
 
@@ -247,3 +247,35 @@ def _hstack_rule(call: Call) -> Result:
     res = call.run()
     shapes = [_at_least(s, 1) for s in _join_shapes(call, call.bind().arguments["tup"])]
     return call.result(res, concat_shape("np.hstack", shapes, 0 if len(shapes[0]) == 1 else 1))
+
+
+_PAD_MODES = ("constant", "edge", "linear_ramp", "maximum", "mean", "median", "minimum",
+              "reflect", "symmetric", "wrap", "empty")
+
+
+@register(np.pad)
+def _pad_rule(call: Call) -> Result:
+    """np.pad: the widths as NumPy broadcasts them ((before, after) per axis), the array's
+    dtype; NumPy validates the mode's keywords on a stand-in padded by at most 1. A function as
+    the mode, an empty axis padded by copying, and widths or keywords computed from data are
+    left to NumPy."""
+    b = call.bind().arguments
+    a, width, mode = b["array"], b["pad_width"], b["mode"]
+    if not isinstance(a, ArrayMeta) or a.is_scalar:
+        raise RuleError(f"{call.name}: array must be a traced array")
+    if not isinstance(mode, str) or mode not in _PAD_MODES:
+        raise RuleError(f"{call.name}: mode={mode!r} is not captured (a function, or unknown)")
+    if contains_meta(width) or contains_meta(b["kwargs"]):
+        raise RuleError(f"{call.name}: widths or keywords computed from data are not captured")
+    try:
+        widths = np.broadcast_to(np.asarray(width), (a.ndim, 2))
+    except ValueError as exc:
+        raise RuleError(f"{call.name}: pad_width {width!r} does not fit {a.ndim} axes") from exc
+    if widths.dtype.kind != "i" or (widths < 0).any():
+        raise RuleError(f"{call.name}: pad_width must be non-negative integers (NumPy raises)")
+    if mode not in ("constant", "empty") and any(
+            d == 0 and (w > 0).any() for d, w in zip(a.shape, widths)):
+        raise RuleError(f"{call.name}: an empty axis cannot be extended by {mode!r} (NumPy "
+                        "raises)")
+    res = call.run(args=(a, np.minimum(widths, 1), mode), kwargs=b["kwargs"])
+    return call.result(res, tuple(d + int(w[0]) + int(w[1]) for d, w in zip(a.shape, widths)))

@@ -1,8 +1,8 @@
 """NumPy functions as graph calls of NumPy itself (rules in fx/op_rules: spectral, reorder,
 numpy_linalg, numeric, statistics): np.fft's transforms, frequencies and shifts (pocketfft), partition,
 argpartition, searchsorted, tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv, interp,
-digitize, convolve, trapezoid, polyval, meshgrid, median, percentile, quantile and
-count_nonzero are one graph with what is around them
+digitize, convolve, trapezoid, polyval, meshgrid, median, percentile, quantile,
+count_nonzero and pad are one graph with what is around them
 (programs that broke at every one), with NumPy's results to the bit on both backends; NumPy's
 errors (n < 1, an unknown norm, a kth out of range, a matrix that is not positive definite) and
 warnings are raised as in plain code. Plain NumPy is the oracle."""
@@ -78,7 +78,13 @@ def summary(x):
             np.count_nonzero(x > 0.5, axis=0), np.median(x))
 
 
+def padded(img):
+    return (np.pad(img * 2.0, ((1, 1), (2, 0)), mode="reflect") + 1.0,
+            np.pad(img, 1, constant_values=-1.0), np.pad(img, (0, 2), mode="edge"))
+
+
 CASES = [
+    (padded, (rng.random((4, 5)),)),
     (summary, (rng.random((20, 3)),)),
     (resample, (np.sort(rng.random(30)), rng.random(30), np.linspace(0, 1, 6))),
     (surface, (rng.random(7), rng.random(4), np.array([1.0, -2.0, 0.5]))),

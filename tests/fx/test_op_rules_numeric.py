@@ -125,3 +125,17 @@ def test_what_order_statistics_leave_to_numpy():
             op_rules.infer_call(np.median, [a], kwargs)
     with pytest.raises(op_rules.RuleError, match="computed from data"):
         op_rules.infer_call(np.percentile, [a, ArrayMeta(np.dtype(np.float64), ())], {})
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.bool_, np.complex64])
+def test_pad(dtype):
+    for shape in [(3,), (2, 3), (0, 3), (2, 1, 2)]:
+        a = _arr(shape, dtype) if dtype != np.bool_ else _arr(shape) > 0
+        for width in [1, (1, 2), [[1], [2]], ((1, 0), (2, 3)), 0, -1, 1.5, True, ((1, 2, 3),)]:
+            for mode, kwargs in [("constant", {}), ("constant", {"constant_values": 7}),
+                                 ("edge", {}), ("reflect", {}), ("symmetric", {}),
+                                 ("wrap", {}), ("mean", {"stat_length": 2}), ("median", {}),
+                                 ("maximum", {}), ("linear_ramp", {"end_values": 1}),
+                                 ("edge", {"constant_values": 1}), ("empty", {}),
+                                 ("sideways", {})]:
+                _check(np.pad, [a, width], dict(kwargs, mode=mode))

@@ -38,7 +38,7 @@ from .guards import Guard
 from .source import SizeFactSource, Source
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
-from .variables.containers import DictVariable, TupleVariable, _Sequence
+from .variables.containers import DictVariable, NamedTupleVariable, TupleVariable, _Sequence
 from .variables.ndarray import NDArrayVariable
 
 
@@ -328,7 +328,8 @@ class OutputGraph:
                     if key in node.meta:
                         item.meta[key] = node.meta[key]
                 items.append(NDArrayVariable(item, meta))
-            return TupleVariable(items)
+            named = getattr(val, "kind", tuple)  # (`op_rules.NamedResults`: EighResult, ...)
+            return TupleVariable(items) if named is tuple else NamedTupleVariable(items, named)
         raise Unsupported(f"result of {node.format_node()} is not an array")
 
     # Compiling -------------------------------------------------------------------------------

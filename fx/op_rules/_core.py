@@ -35,6 +35,19 @@ from fx.symbolic import Sym, is_data_dependent, is_symbolic, sym_min
 Result = Union[ArrayMeta, tuple, None]
 Rule = Callable[["Call"], Result]
 
+
+class NamedResults(tuple):
+    """The metas of a call that returns a named tuple (NumPy's ``EighResult``, ``SVDResult``,
+    ...): a tuple of `ArrayMeta` whose `kind` is that class (the translator rebuilds the result
+    as one, with its fields by name)."""
+
+    kind: type = tuple
+
+    def __new__(cls, kind: type, metas) -> "NamedResults":
+        self = super().__new__(cls, metas)
+        self.kind = kind
+        return self
+
 PY_SCALARS = (bool, int, float, complex)
 _MAX_BYTES = np.iinfo(np.intp).max
 
@@ -223,6 +236,12 @@ class Call:
         if isinstance(value, np.ndarray):
             return ArrayMeta(value.dtype, value.shape if shape is None else shape, False)
         raise RuleError(f"{self.name} returns a Python {type(value).__name__}, not an array")
+
+    def results(self, value: Any, shapes: list) -> "tuple":
+        """The metas of a stand-in run that returned several arrays (`result` each, with its
+        shape); a `NamedResults` when NumPy returns a named tuple."""
+        metas = tuple(self.result(v, s) for v, s in zip(value, shapes))
+        return NamedResults(type(value), metas) if type(value) is not tuple else metas
 
     def bind(self) -> inspect.BoundArguments:
         """The function-form arguments bound to the target's signature (defaults applied)."""

@@ -1,4 +1,6 @@
-"""Rules for np.linalg: norm, inv, det, solve, cholesky, eigvalsh, matrix_power, pinv.
+"""Rules for np.linalg: norm, inv, det, solve, cholesky, eigvalsh, matrix_power, pinv, and
+the ones with named results (eigh, svd, qr, slogdet: `Call.results`, a `NamedResults` of the
+class NumPy returns).
 
 dtype and scalar-vs-array come from running NumPy on small *well-conditioned* stand-ins (identity
 matrices: a zero stand-in would look singular); shapes and square/alignment checks are computed
@@ -118,16 +120,74 @@ def _matrix_power_rule(call: Call) -> Result:
     return call.result(res, a.shape)
 
 
-@register(np.linalg.pinv)
-def _pinv_rule(call: Call) -> Result:
-    bound = call.bind().arguments
+def _kwargs(bound: dict) -> dict:
+    return {k: v for k, v in bound.items() if k != "a"}
+
+
+def _matrices(call: Call, bound: dict) -> ArrayMeta:
+    """``a``, a stack of matrices (square ones for ``hermitian=True``, as NumPy requires)."""
     a = bound["a"]
     if not isinstance(a, ArrayMeta) or a.ndim < 2:
         raise RuleError(f"{call.name}: a must be a traced array with at least 2 dimensions")
-    if any(isinstance(v, ArrayMeta) for k, v in bound.items() if k != "a"):
-        raise RuleError(f"{call.name}: a traced rcond/rtol is not captured")
     if bound.get("hermitian") and a.shape[-1] != a.shape[-2]:
         raise RuleError(f"{call.name}: hermitian=True needs square matrices (NumPy raises)")
-    res = call.run(args=(np.ones(shrunk(a.shape), a.dtype),),
-                   kwargs={k: v for k, v in bound.items() if k != "a"})
+    return a
+
+
+@register(np.linalg.pinv)
+def _pinv_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrices(call, bound)
+    if any(isinstance(v, ArrayMeta) for k, v in bound.items() if k != "a"):
+        raise RuleError(f"{call.name}: a traced rcond/rtol is not captured")
+    res = call.run(args=(np.ones(shrunk(a.shape), a.dtype),), kwargs=_kwargs(bound))
     return call.result(res, a.shape[:-2] + (a.shape[-1], a.shape[-2]))
+
+
+
+
+@register(np.linalg.eigh)
+def _eigh_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrix(call, bound["a"], "a")
+    res = call.run(args=(_eye_standin(a),), kwargs=_kwargs(bound))
+    return call.results(res, [a.shape[:-1], a.shape])
+
+
+@register(np.linalg.svd)
+def _svd_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrices(call, bound)
+    m, n = a.shape[-2], a.shape[-1]
+    k, batch = min(m, n), a.shape[:-2]
+    standin = _eye_standin(a) if bound["hermitian"] else np.ones(shrunk(a.shape), a.dtype)
+    res = call.run(args=(standin,), kwargs=_kwargs(bound))
+    if not bound["compute_uv"]:
+        return call.result(res, batch + (k,))
+    full = bound["full_matrices"]
+    return call.results(res, [batch + (m, m if full else k), batch + (k,),
+                              batch + (n if full else k, n)])
+
+
+@register(np.linalg.qr)
+def _qr_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrices(call, bound)
+    mode = bound["mode"]
+    if mode not in ("reduced", "complete", "r"):
+        raise RuleError(f"{call.name}: mode={mode!r} is not captured")
+    m, n = a.shape[-2], a.shape[-1]
+    k, batch = min(m, n), a.shape[:-2]
+    res = call.run(args=(np.ones(shrunk(a.shape), a.dtype),), kwargs=_kwargs(bound))
+    if mode == "r":
+        return call.result(res, batch + (k, n))
+    rows = m if mode == "complete" else k
+    return call.results(res, [batch + (m, rows), batch + (rows, n)])
+
+
+@register(np.linalg.slogdet)
+def _slogdet_rule(call: Call) -> Result:
+    bound = call.bind().arguments
+    a = _matrix(call, bound["a"], "a")
+    res = call.run(args=(_eye_standin(a),), kwargs={})
+    return call.results(res, [a.shape[:-2], a.shape[:-2]])

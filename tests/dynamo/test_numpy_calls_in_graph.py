@@ -1,6 +1,7 @@
 """NumPy functions as graph calls of NumPy itself (rules in fx/op_rules: spectral, reorder,
 numpy_linalg, numeric, statistics): np.fft's transforms, frequencies and shifts (pocketfft), partition,
-argpartition, searchsorted, tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv, interp,
+argpartition, searchsorted, tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv and
+np.linalg.eigh/svd/qr/slogdet (their named results rebuilt as NumPy's classes), interp,
 digitize, convolve, trapezoid, polyval, meshgrid, median, percentile, quantile,
 count_nonzero and pad are one graph with what is around them
 (programs that broke at every one), with NumPy's results to the bit on both backends; NumPy's
@@ -83,7 +84,17 @@ def padded(img):
             np.pad(img, 1, constant_values=-1.0), np.pad(img, (0, 2), mode="edge"))
 
 
+def decompose(a):
+    w, v = np.linalg.eigh(a @ a.T)
+    r = np.linalg.svd(a)
+    q, rr = np.linalg.qr(a, mode="complete")
+    s = np.linalg.slogdet(a @ a.T + np.eye(a.shape[0]))
+    return (w * 2.0, v, r.S + 1.0, r, r[:2], q @ rr, s.logabsdet, s, len(r), r.Vh.T,
+            np.linalg.qr(a, mode="r"), np.linalg.svd(a, compute_uv=False, full_matrices=False))
+
+
 CASES = [
+    (decompose, (rng.random((4, 3)),)),
     (padded, (rng.random((4, 5)),)),
     (summary, (rng.random((20, 3)),)),
     (resample, (np.sort(rng.random(30)), rng.random(30), np.linspace(0, 1, 6))),
@@ -101,8 +112,11 @@ CASES = [
 
 
 def _same(got, want):
-    if isinstance(want, tuple):
-        return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want))
+    if isinstance(want, tuple):  # (named tuples too: SVDResult is SVDResult)
+        return (type(got) is type(want) and len(got) == len(want)
+                and all(_same(g, w) for g, w in zip(got, want)))
+    if not isinstance(want, (np.ndarray, np.generic)):
+        return type(got) is type(want) and got == want
     return (type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
             and np.array_equal(got, want))
 

@@ -90,3 +90,43 @@ def test_the_rules_do_not_touch_data():
     assert op_rules.infer_call(np.partition, [big], {"kth": 3999}).shape == (4000, 4000)
     assert op_rules.infer_call(L.pinv, [ArrayMeta(np.dtype(np.float64), (4000, 30))],
                                {}).shape == (30, 4000)
+
+
+def _descs(r):
+    if isinstance(r, tuple):
+        return (type(r).__name__ if type(r) is not tuple else "tuple",
+                tuple(_descs(x) for x in r))
+    if isinstance(r, ArrayMeta):
+        return (r.dtype, r.shape, r.is_scalar)
+    return (r.dtype, np.shape(r), isinstance(r, np.generic))
+
+
+def _check_named(fn, a, kwargs):
+    try:
+        expected = fn(a, **kwargs)
+    except (ValueError, TypeError, L.LinAlgError):
+        with pytest.raises(op_rules.RuleError):
+            op_rules.infer_call(fn, _metas([a]), kwargs)
+        return
+    got = op_rules.infer_call(fn, _metas([a]), kwargs)
+    kind = getattr(got, "kind", tuple) if isinstance(got, tuple) else None
+    desc = _descs(got)
+    if kind is not None:  # (NamedResults: its class is what NumPy returned)
+        desc = (kind.__name__ if kind is not tuple else "tuple", desc[1])
+    assert desc == _descs(expected), (fn.__name__, a.shape, kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.complex128, np.int64],
+                         ids=lambda d: np.dtype(d).name)
+def test_linalg_named_results(dtype):
+    for shape in [(3, 3), (2, 4, 4), (5, 3), (3, 5), (3,)]:
+        a = _spd(shape, dtype)
+        _check_named(L.eigh, a, {})
+        _check_named(L.eigh, a, {"UPLO": "U"})
+        _check_named(L.slogdet, a, {})
+        for kwargs in [{}, {"full_matrices": False}, {"compute_uv": False}, {"hermitian": True}]:
+            _check_named(L.svd, a, kwargs)
+        for mode in ("reduced", "complete", "r"):
+            _check_named(L.qr, a, {"mode": mode})
+    with pytest.raises(op_rules.RuleError, match="not captured"):
+        op_rules.infer_call(L.qr, [ArrayMeta(np.dtype(np.float64), (3, 3))], {"mode": "raw"})

@@ -453,7 +453,8 @@ _VALUE_FREE_OPERATORS = frozenset({*op_rules.elementwise.BINARY_OPERATORS,
                                    *op_rules.elementwise.UNARY_OPERATORS,
                                    *op_rules.elementwise.INPLACE_OPERATORS})
 _VALUE_FREE = _VALUE_FREE_OPERATORS | {np.where, np.clip, abs, pow, operator.getitem,
-                                       operator.setitem}
+                                       operator.setitem, np.polyval, np.interp, np.digitize,
+                                       np.searchsorted, np.isin}
 _VALUE_FREE_METHODS = frozenset(
     {"clip", "__getitem__", "__setitem__"}
     | {f"__{fn.__name__.rstrip('_')}__" for fn in _VALUE_FREE_OPERATORS}

@@ -1,5 +1,5 @@
-"""Rules for order statistics and counts: np.median, np.percentile, np.quantile,
-np.count_nonzero.
+"""Rules for order statistics, counts and averages: np.median, np.percentile, np.quantile,
+np.count_nonzero, np.histogram, np.isin, np.average.
 
 NumPy's own call runs in the graph (median and the percentiles partition a copy, in NumPy's
 Python code); the shapes are the reductions' (``axis``, ``keepdims``; the percentiles put the
@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 
 from fx.meta import ArrayMeta
-from fx.op_rules._core import Call, Result, RuleError, contains_meta, normalize_axes, register
+from fx.op_rules._core import (
+    Call, Result, RuleError, contains_meta, normalize_axes, register, shape_of,
+)
 
 __all__: list[str] = []
 
@@ -75,3 +77,71 @@ def _count_nonzero_rule(call: Call) -> Result:
         raise RuleError(f"{call.name}: a must be a traced array")
     shape = _reduced(call, a, b["axis"], b["keepdims"])
     return _result(call, call.run(), shape)
+
+
+@register(np.histogram)
+def _histogram_rule(call: Call) -> Result:
+    """``(hist, edges)``: as many bins as an int ``bins`` says (one fewer than the edges an
+    array ``bins`` gives); a named rule for the bins (``"auto"``), whose number depends on the
+    data, is left to NumPy."""
+    b = call.bind().arguments
+    a, bins, weights = b["a"], b["bins"], b["weights"]
+    if not isinstance(a, ArrayMeta):
+        raise RuleError(f"{call.name}: a must be a traced array")
+    if isinstance(bins, str) or isinstance(b["range"], ArrayMeta) or contains_meta(b["range"]):
+        raise RuleError(f"{call.name}: bins by a rule or a range from data: the number of "
+                        "bins depends on the data (not captured)")
+    if weights is not None and shape_of(weights, "weights") != a.shape:
+        raise RuleError(f"{call.name}: weights must have a's shape (NumPy raises)")
+    bound = call.bind()
+    if isinstance(bins, (int, np.integer)) and not isinstance(bins, bool):
+        if bins < 1:
+            raise RuleError(f"{call.name}: bins must be positive (NumPy raises)")
+        edges = int(bins) + 1
+    else:  # (edges: a traced array's run on two of them, a constant's on itself)
+        shape = shape_of(bins, "bins")
+        if len(shape) != 1 or shape[0] < 2:
+            raise RuleError(f"{call.name}: bins must be an int, or 1-d with 2 edges or more")
+        edges = shape[0]
+        if isinstance(bins, ArrayMeta):
+            bound.arguments["bins"] = np.arange(2, dtype=bins.dtype)
+    if weights is not None:
+        bound.arguments["weights"] = ArrayMeta(weights.dtype if isinstance(weights, ArrayMeta)
+                                               else np.asarray(weights).dtype, a.shape)
+    res = call.run(args=bound.args, kwargs=bound.kwargs)
+    return call.results(res, [(edges - 1,), (edges,)])
+
+
+@register(np.isin)
+def _isin_rule(call: Call) -> Result:
+    b = call.bind().arguments
+    element = b["element"]
+    return _result(call, call.run(), shape_of(element, "element"))
+
+
+@register(np.average)
+def _average_rule(call: Call) -> Result:
+    """The weighted mean: a reduction's shape; ``returned=True`` also gives the sum of the
+    weights, broadcast to that shape. NumPy's checks of the weights' shape are made on the real
+    sizes (the stand-ins are shrunk)."""
+    b = call.bind().arguments
+    a, axis, weights = b["a"], b["axis"], b["weights"]
+    if not isinstance(a, ArrayMeta):
+        raise RuleError(f"{call.name}: a must be a traced array")
+    if weights is not None:
+        w = shape_of(weights, "weights")
+        one_axis = not isinstance(axis, (tuple, list)) and axis is not None
+        if w != a.shape and not (one_axis and len(w) == 1
+                                 and w[0] == a.shape[normalize_axes(axis, a.ndim)[0]]):
+            raise RuleError(f"{call.name}: weights of shape {w} do not fit a {a.shape} "
+                            "(NumPy raises)")
+    keepdims = b["keepdims"] is True
+    shape = _reduced(call, a, axis, keepdims)
+    bound = call.bind()
+    if weights is not None:  # (ones: the stand-ins are zeros, whose sum NumPy refuses)
+        dtype = weights.dtype if isinstance(weights, ArrayMeta) else np.asarray(weights).dtype
+        bound.arguments["weights"] = np.ones(tuple(min(d, 1) for d in shape_of(weights)), dtype)
+    res = call.run(args=bound.args, kwargs=bound.kwargs)
+    if isinstance(res, tuple):
+        return tuple(_result(call, r, shape) for r in res)
+    return _result(call, res, shape)

@@ -3,7 +3,7 @@ numpy_linalg, numeric, statistics): np.fft's transforms, frequencies and shifts 
 argpartition, searchsorted, tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv and
 np.linalg.eigh/svd/qr/slogdet (their named results rebuilt as NumPy's classes), interp,
 digitize, convolve, trapezoid, polyval, meshgrid, median, percentile, quantile,
-count_nonzero and pad are one graph with what is around them
+count_nonzero, pad, histogram, isin and average are one graph with what is around them
 (programs that broke at every one), with NumPy's results to the bit on both backends; NumPy's
 errors (n < 1, an unknown norm, a kth out of range, a matrix that is not positive definite) and
 warnings are raised as in plain code. Plain NumPy is the oracle."""
@@ -93,7 +93,16 @@ def decompose(a):
             np.linalg.qr(a, mode="r"), np.linalg.svd(a, compute_uv=False, full_matrices=False))
 
 
+def binned(x, w):
+    counts, edges = np.histogram(x, bins=8, range=(0.0, 1.0))
+    centres = 0.5 * (edges[1:] + edges[:-1])
+    return (counts * 2, centres, np.average(x, weights=w),
+            np.average(np.stack([x, w]), axis=1, returned=True),
+            np.isin(np.round(x * 10.0), [1.0, 2.0, 3.0]))
+
+
 CASES = [
+    (binned, (rng.random(50), rng.random(50) + 0.1)),
     (decompose, (rng.random((4, 3)),)),
     (padded, (rng.random((4, 5)),)),
     (summary, (rng.random((20, 3)),)),
@@ -182,3 +191,17 @@ def test_every_size_keeps_numpys_results():
     for n in (10, 17, 64, 5, 100):
         a, b = rng.random(n), rng.random(n)
         assert _same(compiled(a, b, 2 * n), convolve(a, b, 2 * n))
+
+
+def poly_at(coeffs, t):
+    return np.polyval(coeffs, t) + np.interp(t, [0.0, 1.0], [1.0, 3.0])
+
+
+def test_a_python_float_is_not_a_constant_of_these_calls():
+    # (polyval, interp, digitize, searchsorted and isin read only its type: a new value
+    # recompiled every call, and after 8 the function ran in plain Python)
+    compiled = dynamo.compile(poly_at, backend="eager")
+    coeffs = np.array([1.0, -2.0, 0.5])
+    for t in np.linspace(0.1, 0.9, 12):
+        assert _same(compiled(coeffs, float(t)), poly_at(coeffs, float(t)))
+    assert len(dynamo.cache_entries(poly_at)) <= 2

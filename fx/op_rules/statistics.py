@@ -1,5 +1,5 @@
-"""Rules for order statistics, counts and averages: np.median, np.percentile, np.quantile,
-np.count_nonzero, np.histogram, np.isin, np.average.
+"""Rules for order statistics, counts, averages and covariances: np.median, np.percentile,
+np.quantile, np.count_nonzero, np.histogram, np.isin, np.average, np.cov, np.corrcoef.
 
 NumPy's own call runs in the graph (median and the percentiles partition a copy, in NumPy's
 Python code); the shapes are the reductions' (``axis``, ``keepdims``; the percentiles put the
@@ -145,3 +145,58 @@ def _average_rule(call: Call) -> Result:
     if isinstance(res, tuple):
         return tuple(_result(call, r, shape) for r in res)
     return _result(call, res, shape)
+
+
+def _variables(call: Call, value: Any, rowvar: bool, what: str, nobs: int) -> tuple:
+    """(variables, observations, a stand-in with `nobs` observations) of an operand of cov."""
+    shape = shape_of(value, what)
+    if len(shape) > 2:
+        raise RuleError(f"{call.name}: {what} has more than 2 dimensions (NumPy raises)")
+    dtype = value.dtype if isinstance(value, ArrayMeta) else np.asarray(value).dtype
+    if len(shape) < 2:
+        found = (1, shape[0] if shape else 1)
+        standin = np.arange(1, nobs + 1).astype(dtype) if shape else np.ones((), dtype)
+    else:
+        found = (shape[0], shape[1]) if rowvar else (shape[1], shape[0])
+        standin = np.arange(1, nobs + 1).astype(dtype).reshape((1, nobs) if rowvar else (nobs, 1))
+    return found[0], found[1], standin
+
+
+@register(np.cov, np.corrcoef)
+def _cov_rule(call: Call) -> Result:
+    """A covariance or correlation matrix of every variable of ``m`` (and ``y``): ``(n, n)``,
+    or one value for one variable. The stand-ins have more observations than ``ddof`` (so
+    NumPy's run warns of nothing); frequency and analytic weights are left to NumPy."""
+    b = call.bind().arguments
+    first = "m" if call.target is np.cov else "x"
+    m, y, rowvar = b[first], b["y"], b["rowvar"]
+    if not isinstance(m, ArrayMeta) or not isinstance(rowvar, (bool, np.bool_)):
+        raise RuleError(f"{call.name}: {first} must be a traced array and rowvar a bool")
+    ddof = b.get("ddof")
+    if call.target is np.corrcoef and any(b.get(k, np._NoValue) is not np._NoValue
+                                          for k in ("bias", "ddof")):  # (NumPy 2.2's)
+        raise RuleError(f"{call.name}: bias= and ddof= are deprecated (NumPy warns at your "
+                        "line): not captured")
+    ddof = None if ddof is np._NoValue else ddof
+    if b.get("fweights") is not None or b.get("aweights") is not None or not (
+            ddof is None or type(ddof) is int):
+        raise RuleError(f"{call.name}: weights or a ddof that is not a Python int: not captured")
+    nobs = (ddof or 1) + 2 if (ddof or 0) >= 0 else 3
+    n, obs, standin = _variables(call, m, bool(rowvar), first, nobs)
+    bound = call.bind()
+    bound.arguments[first] = standin
+    if y is not None:
+        ny, yobs, bound.arguments["y"] = _variables(call, y, bool(rowvar), "y", nobs)
+        if yobs != obs:
+            raise RuleError(f"{call.name}: {first} and y have {obs} and {yobs} observations "
+                            "(NumPy raises)")
+        n += ny
+    dtype = b.get("dtype")
+    if dtype is not None and np.dtype(dtype).kind != "c" and any(
+            getattr(v, "dtype", np.dtype(float)).kind == "c" for v in (m, y) if v is not None):
+        raise RuleError(f"{call.name}: a real dtype= for complex data warns (ComplexWarning, at "
+                        "your line): not captured")
+    res = call.run(args=bound.args, kwargs=bound.kwargs)
+    if n == 1:  # (the stand-in has one variable too: its result's kind is NumPy's)
+        return _result(call, res, ())
+    return call.result(np.asarray(res), (n, n))

@@ -3,7 +3,7 @@ numpy_linalg, numeric, statistics): np.fft's transforms, frequencies and shifts 
 argpartition, searchsorted, tril/triu, np.linalg.cholesky/eigvalsh/matrix_power/pinv and
 np.linalg.eigh/svd/qr/slogdet (their named results rebuilt as NumPy's classes), interp,
 digitize, convolve, trapezoid, polyval, meshgrid, median, percentile, quantile,
-count_nonzero, pad, histogram, isin and average are one graph with what is around them
+count_nonzero, pad, histogram, isin, average, cov and corrcoef are one graph with what is around them
 (programs that broke at every one), with NumPy's results to the bit on both backends; NumPy's
 errors (n < 1, an unknown norm, a kth out of range, a matrix that is not positive definite) and
 warnings are raised as in plain code. Plain NumPy is the oracle."""
@@ -101,7 +101,13 @@ def binned(x, w):
             np.isin(np.round(x * 10.0), [1.0, 2.0, 3.0]))
 
 
+def correlate(x):
+    return (np.cov(x) * 2.0, np.corrcoef(x, rowvar=False), np.cov(x[0], x[1], bias=True),
+            np.corrcoef(x[0]), np.cov(x[:, 0]))
+
+
 CASES = [
+    (correlate, (rng.random((3, 8)),)),
     (binned, (rng.random(50), rng.random(50) + 0.1)),
     (decompose, (rng.random((4, 3)),)),
     (padded, (rng.random((4, 5)),)),

@@ -33,7 +33,7 @@ def _check(fn, args, kwargs=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # (NumPy's own, on empty input)
             expected = fn(*args, **kwargs)
-    except (ValueError, TypeError, IndexError, np.exceptions.AxisError):
+    except (ValueError, TypeError, IndexError, RuntimeError, np.exceptions.AxisError):
         with pytest.raises(op_rules.RuleError):
             op_rules.infer_call(fn, [_meta(a) for a in args], kwargs)
         return
@@ -162,3 +162,16 @@ def test_histogram_isin_average(dtype):
                        {"axis": 0, "weights": np.ones(7)}, {"returned": True},
                        {"axis": 0, "returned": True, "weights": np.ones(shape[0])}]:
             _check(np.average, [a], kwargs)
+
+
+@pytest.mark.parametrize("fn", [np.cov, np.corrcoef], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.complex128])
+def test_covariance(fn, dtype):
+    for shape in [(6,), (3, 6), (6, 3), (1, 6), (2, 2, 2)]:
+        m = _arr(shape, dtype)
+        for kwargs in [{}, {"rowvar": False}, {"y": _arr(6)}, {"y": _arr((2, 6))},
+                       {"y": _arr(5)}, {"dtype": np.float32}]:
+            _check(fn, [m], kwargs)
+        if fn is np.cov:
+            for kwargs in [{"bias": True}, {"ddof": 0}, {"ddof": 3}, {"fweights": np.ones(6, int)}]:
+                _check(fn, [m], kwargs)

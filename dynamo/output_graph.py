@@ -38,7 +38,8 @@ from .guards import Guard
 from .source import SizeFactSource, Source
 from .variables.base import VariableTracker
 from .variables.constant import ConstantVariable, SymIntVariable, UnspecializedScalarVariable
-from .variables.containers import DictVariable, NamedTupleVariable, TupleVariable, _Sequence
+from .variables.containers import DictVariable, TupleVariable, _Sequence
+from .variables.named_tuple import NamedTupleVariable
 from .variables.ndarray import NDArrayVariable
 
 

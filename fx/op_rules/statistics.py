@@ -98,13 +98,14 @@ def _histogram_rule(call: Call) -> Result:
         if bins < 1:
             raise RuleError(f"{call.name}: bins must be positive (NumPy raises)")
         edges = int(bins) + 1
-    else:  # (edges: a traced array's run on two of them, a constant's on itself)
+    else:  # (constant edges: a new array of them on every call)
+        if isinstance(bins, ArrayMeta):
+            raise RuleError(f"{call.name}: an array of edges comes back as the edges array "
+                            "itself (the same object): not captured")
         shape = shape_of(bins, "bins")
         if len(shape) != 1 or shape[0] < 2:
             raise RuleError(f"{call.name}: bins must be an int, or 1-d with 2 edges or more")
         edges = shape[0]
-        if isinstance(bins, ArrayMeta):
-            bound.arguments["bins"] = np.arange(2, dtype=bins.dtype)
     if weights is not None:
         bound.arguments["weights"] = ArrayMeta(weights.dtype if isinstance(weights, ArrayMeta)
                                                else np.asarray(weights).dtype, a.shape)

@@ -203,6 +203,20 @@ def poly_at(coeffs, t):
     return np.polyval(coeffs, t) + np.interp(t, [0.0, 1.0], [1.0, 3.0])
 
 
+def edges_of(x, bins):
+    counts, edges = np.histogram(x * 1.0, bins)
+    edges[0] = -1.0  # (NumPy returns bins itself as the edges: this writes to bins)
+    return counts, bins
+
+
+def test_histogram_edges_given_as_an_array_alias_it_as_in_numpy():
+    x = rng.random(20)
+    want = edges_of(x, np.array([0.0, 0.5, 1.0]))
+    for backend in ("eager", "c"):
+        assert _same(dynamo.compile(edges_of, backend=backend)(x, np.array([0.0, 0.5, 1.0])),
+                     want)
+
+
 def test_a_python_float_is_not_a_constant_of_these_calls():
     # (polyval, interp, digitize, searchsorted and isin read only its type: a new value
     # recompiled every call, and after 8 the function ran in plain Python)

@@ -8,7 +8,8 @@ and enters a fast copy), the deoptimisation (the undo log replayed) and one bloc
 A save point writes the locals as the kernel returns them (``v``, ``tag``, ``bound``, and the
 outermost loop's iterator in ``rng``) right away, so a deoptimisation returns what is there:
 the state saved lives in memory, not in C variables the compiler would have to keep alive
-(in registers it needs for the hot loops) through the whole function. Used by `c_loop_nest.LoopKernel`, which builds and calls it.
+(in registers it needs for the hot loops) through the whole function. Used by
+`c_loop_nest.LoopKernel`, which builds and calls it.
 """
 
 from __future__ import annotations

@@ -237,6 +237,10 @@ class Call:
             return ArrayMeta(value.dtype, value.shape if shape is None else shape, False)
         raise RuleError(f"{self.name} returns a Python {type(value).__name__}, not an array")
 
+    def scalar_or_result(self, value: Any, shape: tuple) -> ArrayMeta:
+        """`result`: a NumPy scalar as NumPy returned one, else an array of `shape`."""
+        return self.result(value) if isinstance(value, np.generic) else self.result(value, shape)
+
     def results(self, value: Any, shapes: list) -> "tuple":
         """The metas of a stand-in run that returned several arrays (`result` each, with its
         shape); a `NamedResults` when NumPy returns a named tuple."""

@@ -10,8 +10,6 @@ lengths, an empty operand of convolve), they are checked here.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from fx.meta import ArrayMeta
@@ -22,9 +20,6 @@ from fx.op_rules._core import (
 __all__: list[str] = []
 
 
-def _result(call: Call, res: Any, shape: tuple) -> Result:
-    return call.result(res) if isinstance(res, np.generic) else call.result(res, shape)
-
 
 @register(np.interp)
 def _interp_rule(call: Call) -> Result:
@@ -34,7 +29,7 @@ def _interp_rule(call: Call) -> Result:
         raise RuleError(f"{call.name}: xp and fp must be 1-d, non-empty and of one length "
                         f"(got {xp} and {fp}; NumPy raises)")
     res = call.run()
-    return _result(call, res, shape_of(b["x"], "x"))
+    return call.scalar_or_result(res, shape_of(b["x"], "x"))
 
 
 @register(np.digitize)
@@ -43,7 +38,7 @@ def _digitize_rule(call: Call) -> Result:
     if len(shape_of(b["bins"], "bins")) != 1:
         raise RuleError(f"{call.name}: bins must be 1-d (NumPy raises)")
     res = call.run()  # (monotonic bins are data: NumPy checks them when the graph runs)
-    return _result(call, res, shape_of(b["x"], "x"))
+    return call.scalar_or_result(res, shape_of(b["x"], "x"))
 
 
 @register(np.convolve)
@@ -84,7 +79,7 @@ def _trapezoid_rule(call: Call) -> Result:
         dtype = x.dtype if isinstance(x, ArrayMeta) else np.asarray(x).dtype
         bound.arguments["x"] = ArrayMeta(dtype, (y.shape[axis],))
     res = call.run(args=bound.args, kwargs=bound.kwargs)
-    return _result(call, res, shape)
+    return call.scalar_or_result(res, shape)
 
 
 @register(np.polyval)
@@ -96,7 +91,7 @@ def _polyval_rule(call: Call) -> Result:
     x = b["x"]
     if isinstance(x, ArrayMeta) and not x.is_scalar:
         return call.result(res, x.shape)
-    return _result(call, res, shape_of(x, "x"))
+    return call.scalar_or_result(res, shape_of(x, "x"))
 
 
 @register(np.meshgrid)

@@ -116,6 +116,9 @@ def _matrix_power_rule(call: Call) -> Result:
         n = operator.index(bound["n"])
     except TypeError as exc:
         raise RuleError(f"{call.name}: the exponent must be an integer (NumPy raises)") from exc
+    if n == 1:
+        raise RuleError(f"{call.name}: a power of 1 is a itself (the same object, NumPy "
+                        "returns it): not captured")
     res = call.run(args=(_eye_standin(a), n), kwargs={})
     return call.result(res, a.shape)
 

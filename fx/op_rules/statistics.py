@@ -41,16 +41,13 @@ def _array(call: Call, arguments: dict) -> ArrayMeta:
     return a
 
 
-def _result(call: Call, res: Any, shape: tuple) -> Result:
-    return call.result(res) if isinstance(res, np.generic) else call.result(res, shape)
-
 
 @register(np.median)
 def _median_rule(call: Call) -> Result:
     b = call.bind().arguments
     a = _array(call, b)
     shape = _reduced(call, a, b["axis"], b["keepdims"])
-    return _result(call, call.run(), shape)
+    return call.scalar_or_result(call.run(), shape)
 
 
 @register(np.percentile, np.quantile)
@@ -66,7 +63,7 @@ def _percentile_rule(call: Call) -> Result:
     if values.dtype.kind not in "biuf" or not np.all((values >= 0) & (values <= top)):
         raise RuleError(f"{call.name}: q must be numbers in [0, {top:g}] (NumPy raises)")
     shape = np.shape(q) + _reduced(call, a, b["axis"], b["keepdims"])
-    return _result(call, call.run(), shape)
+    return call.scalar_or_result(call.run(), shape)
 
 
 @register(np.count_nonzero)
@@ -76,7 +73,7 @@ def _count_nonzero_rule(call: Call) -> Result:
     if not isinstance(a, ArrayMeta):
         raise RuleError(f"{call.name}: a must be a traced array")
     shape = _reduced(call, a, b["axis"], b["keepdims"])
-    return _result(call, call.run(), shape)
+    return call.scalar_or_result(call.run(), shape)
 
 
 @register(np.histogram)
@@ -117,7 +114,7 @@ def _histogram_rule(call: Call) -> Result:
 def _isin_rule(call: Call) -> Result:
     b = call.bind().arguments
     element = b["element"]
-    return _result(call, call.run(), shape_of(element, "element"))
+    return call.scalar_or_result(call.run(), shape_of(element, "element"))
 
 
 @register(np.average)
@@ -144,8 +141,8 @@ def _average_rule(call: Call) -> Result:
         bound.arguments["weights"] = np.ones(tuple(min(d, 1) for d in shape_of(weights)), dtype)
     res = call.run(args=bound.args, kwargs=bound.kwargs)
     if isinstance(res, tuple):
-        return tuple(_result(call, r, shape) for r in res)
-    return _result(call, res, shape)
+        return tuple(call.scalar_or_result(r, shape) for r in res)
+    return call.scalar_or_result(res, shape)
 
 
 def _variables(call: Call, value: Any, rowvar: bool, what: str, nobs: int) -> tuple:
@@ -199,5 +196,5 @@ def _cov_rule(call: Call) -> Result:
                         "your line): not captured")
     res = call.run(args=bound.args, kwargs=bound.kwargs)
     if n == 1:  # (the stand-in has one variable too: its result's kind is NumPy's)
-        return _result(call, res, ())
+        return call.scalar_or_result(res, ())
     return call.result(np.asarray(res), (n, n))

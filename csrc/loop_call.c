@@ -14,12 +14,20 @@
  *          iterable that is not a range of int64): the caller runs the loop in Python;
  *        - (k, values, extra), as LoopKernel._run returns, with `extra` for k == 0 the tuple
  *          (start, stop, step) of the rest of the range.
+ * Calling the object itself, `call(iterable, *values)`, is the whole call as the graph makes
+ * it (`LoopKernel.entry`): while NumPy's error state is its default (the context variable
+ * `errvar` holds `errstart`), the result above, with the Python callbacks the constructor took
+ * for the rest: `python_call(iterable, values)` where `run` says NotImplemented or the error
+ * state is another, `not_run(iterable, values)` where it says None, `deopt(locals, (start,
+ * stop, step), values)` after a deoptimisation; no Python frame on the common path.
  * Everything a call needs lives on its C stack: calls from several threads, or from a signal
  * handler between two bytecodes of another, share nothing.
  */
 #include "cpython_compat.h"
 
 #include <string.h>
+
+#include <structmember.h>
 
 #include "guards.h"
 #include "loop_call.h"
@@ -66,6 +74,10 @@ typedef struct {
     PyObject *plan;     /* the constructor's arguments, kept alive */
     PyObject *unbound;
     PyObject *np_types; /* (None, np.int64, np.float64, np.bool_) */
+    PyObject *errvar, *errstart;            /* NumPy's error-state ContextVar (or None) */
+    PyObject *python_call, *not_run, *deopt; /* the Python paths (see the top) */
+    vectorcallfunc vectorcall;
+    int python_only; /* (tests) 1: every call takes python_call */
 } LoopCall;
 
 static PyObject *str_start, *str_stop, *str_step;
@@ -94,11 +106,10 @@ static int as_i64(PyObject *o, long long *out) {
     return 1;
 }
 
-static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != self->nin) {
-        PyErr_SetString(PyExc_TypeError, "LoopCall.run(iterable, values: tuple)");
-        return NULL;
-    }
+/* `run` on the values vals[0:nin]; `*status` is set to the kernel's result k (-1: it did not
+ * run: None or NotImplemented returned) */
+static PyObject *lc_core(LoopCall *self, PyObject *iterable, PyObject *const *vals, int *status) {
+    *status = -1;
     PyTypeObject *ndarray = npd_verified_ndarray_type();
     if (ndarray == NULL) {
         Py_RETURN_NOTIMPLEMENTED;
@@ -114,7 +125,7 @@ static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs)
     memset(tag, 0, (size_t)(n + 2));
     memset(bound, 0, (size_t)(n + 2));
     if (self->takes_range) {
-        PyObject *it = args[0];
+        PyObject *it = iterable;
         if (Py_TYPE(it) != &PyRange_Type) {
             Py_RETURN_NONE;
         }
@@ -131,10 +142,9 @@ static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs)
             }
         }
     }
-    PyObject *values = args[1];
     for (Py_ssize_t i = 0; i < self->nin; i++) {
         input *in = &self->in[i];
-        PyObject *value = PyTuple_GET_ITEM(values, i);
+        PyObject *value = vals[i];
         if (in->kind == K_ARRAY) {
             if (Py_TYPE(value) != ndarray) {
                 Py_RETURN_NONE;
@@ -201,6 +211,7 @@ static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs)
     if (k == -1) {
         Py_RETURN_NONE;
     }
+    *status = k;
     PyObject *result = PyTuple_New(n);
     if (result == NULL) {
         return NULL;
@@ -242,11 +253,78 @@ static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs)
     return Py_BuildValue("(iNN)", k, result, extra);
 }
 
+static PyObject *lc_run(LoopCall *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyTuple_Check(args[1]) || PyTuple_GET_SIZE(args[1]) != self->nin) {
+        PyErr_SetString(PyExc_TypeError, "LoopCall.run(iterable, values: tuple)");
+        return NULL;
+    }
+    int status;
+    return lc_core(self, args[0], &PyTuple_GET_ITEM(args[1], 0), &status);
+}
+
+/* call(iterable, *values): the whole call (see the top) */
+static PyObject *lc_call(PyObject *callable, PyObject *const *args, size_t nargsf,
+                         PyObject *kwnames) {
+    LoopCall *self = (LoopCall *)callable;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != self->nin + 1 || (kwnames != NULL && PyTuple_GET_SIZE(kwnames))) {
+        PyErr_Format(PyExc_TypeError, "a loop kernel takes the iterable and %zd values",
+                     self->nin);
+        return NULL;
+    }
+    PyObject *out = NULL, *fallback = self->python_call;
+    int status = -1;
+    if (self->errvar != Py_None && !self->python_only) {
+        PyObject *state = NULL;
+        if (PyContextVar_Get(self->errvar, NULL, &state) < 0) {
+            return NULL;
+        }
+        int is_default = state == self->errstart;
+        Py_XDECREF(state);
+        if (is_default) {
+            out = lc_core(self, args[0], args + 1, &status);
+            if (out == NULL) {
+                return NULL;
+            }
+            if (out == Py_None) {
+                fallback = self->not_run;
+            } else if (status == 0) {
+                fallback = self->deopt;
+            } else if (out != Py_NotImplemented) {
+                return out;
+            }
+        }
+    }
+    PyObject *values = PyTuple_New(self->nin);
+    if (values == NULL) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nin; i++) {
+        PyTuple_SET_ITEM(values, i, Py_NewRef(args[i + 1]));
+    }
+    PyObject *r;
+    if (fallback == self->deopt) { /* (0, locals, (start, stop, step)) */
+        r = PyObject_CallFunctionObjArgs(fallback, PyTuple_GET_ITEM(out, 1),
+                                         PyTuple_GET_ITEM(out, 2), values, NULL);
+    } else {
+        r = PyObject_CallFunctionObjArgs(fallback, args[0], values, NULL);
+    }
+    Py_XDECREF(out);
+    Py_DECREF(values);
+    return r;
+}
+
 static void lc_dealloc(LoopCall *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->plan);
     Py_CLEAR(self->unbound);
     Py_CLEAR(self->np_types);
+    Py_CLEAR(self->errvar);
+    Py_CLEAR(self->errstart);
+    Py_CLEAR(self->python_call);
+    Py_CLEAR(self->not_run);
+    Py_CLEAR(self->deopt);
     PyMem_Free(self->in);
     PyMem_Free(self->out_kind);
     PyMem_Free(self->exit_kind);
@@ -257,6 +335,11 @@ static int lc_traverse(LoopCall *self, visitproc visit, void *arg) {
     Py_VISIT(self->plan);
     Py_VISIT(self->unbound);
     Py_VISIT(self->np_types);
+    Py_VISIT(self->errvar);
+    Py_VISIT(self->errstart);
+    Py_VISIT(self->python_call);
+    Py_VISIT(self->not_run);
+    Py_VISIT(self->deopt);
     return 0;
 }
 
@@ -264,24 +347,34 @@ static int lc_clear(LoopCall *self) {
     Py_CLEAR(self->plan);
     Py_CLEAR(self->unbound);
     Py_CLEAR(self->np_types);
+    Py_CLEAR(self->errvar);
+    Py_CLEAR(self->errstart);
+    Py_CLEAR(self->python_call);
+    Py_CLEAR(self->not_run);
+    Py_CLEAR(self->deopt);
     return 0;
 }
 
 /* LoopCall(address, nslots, inputs, out_kinds, exit_kinds, takes_range, main_ident, unbound,
- *          np_types): inputs a tuple of (slot, kind, dtype or None, ndim, free_tag, want_np) */
+ *          np_types, errvar, errstart, python_call, not_run, deopt): inputs a tuple of (slot,
+ *          kind, dtype or None, ndim, free_tag, want_np); errvar a ContextVar or None */
 static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     unsigned long long address;
     Py_ssize_t nslots;
     PyObject *inputs, *outs, *exits, *unbound, *np_types;
+    PyObject *errvar, *errstart, *python_call, *not_run, *deopt;
     int takes_range;
     unsigned long main_ident;
-    if (!PyArg_ParseTuple(args, "KnO!O!O!pkOO!:LoopCall", &address, &nslots, &PyTuple_Type,
+    if (!PyArg_ParseTuple(args, "KnO!O!O!pkOO!OOOOO:LoopCall", &address, &nslots, &PyTuple_Type,
                           &inputs, &PyTuple_Type, &outs, &PyTuple_Type, &exits, &takes_range,
-                          &main_ident, &unbound, &PyTuple_Type, &np_types)) {
+                          &main_ident, &unbound, &PyTuple_Type, &np_types, &errvar, &errstart,
+                          &python_call, &not_run, &deopt)) {
         return NULL;
     }
     if (address == 0 || nslots < 0 || nslots > MAX_SLOTS || PyTuple_GET_SIZE(outs) != nslots ||
-        PyTuple_GET_SIZE(np_types) != 4) {
+        PyTuple_GET_SIZE(np_types) != 4 || (errvar != Py_None && !PyContextVar_CheckExact(errvar))
+        || !PyCallable_Check(python_call) || !PyCallable_Check(not_run) ||
+        !PyCallable_Check(deopt)) {
         PyErr_SetString(PyExc_ValueError, "LoopCall: bad address, slot count or plan");
         return NULL;
     }
@@ -298,6 +391,12 @@ static PyObject *lc_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     self->plan = Py_NewRef(args);
     self->unbound = Py_NewRef(unbound);
     self->np_types = Py_NewRef(np_types);
+    self->errvar = Py_NewRef(errvar);
+    self->errstart = Py_NewRef(errstart);
+    self->python_call = Py_NewRef(python_call);
+    self->not_run = Py_NewRef(not_run);
+    self->deopt = Py_NewRef(deopt);
+    self->vectorcall = lc_call;
     self->in = PyMem_Calloc((size_t)self->nin + 1, sizeof(input));
     self->out_kind = PyMem_Calloc((size_t)nslots + 1, sizeof(int));
     self->exit_kind = PyMem_Calloc((size_t)self->nexits + 1, sizeof(int));
@@ -341,17 +440,26 @@ static PyMethodDef lc_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyMemberDef lc_members[] = {
+    {"python_only", T_INT, offsetof(LoopCall, python_only), 0,
+     PyDoc_STR("1: every call takes the Python path (python_call): for tests")},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject LoopCallType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "dynamo._C.LoopCall",
     .tp_doc = PyDoc_STR("one call of a loop kernel, made in C (csrc/loop_call.c)"),
     .tp_basicsize = sizeof(LoopCall),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(LoopCall, vectorcall),
+    .tp_call = PyVectorcall_Call,
     .tp_new = lc_new,
     .tp_dealloc = (destructor)lc_dealloc,
     .tp_traverse = (traverseproc)lc_traverse,
     .tp_clear = (inquiry)lc_clear,
     .tp_methods = lc_methods,
+    .tp_members = lc_members,
 };
 
 int npd_loop_call_init(PyObject *module) {

@@ -31,6 +31,10 @@ __all__ = ["CodeInfo", "Region", "code_info"]
 _READS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "DELETE_FAST"})
 _WRITES = frozenset({"STORE_FAST", "DELETE_FAST", "LOAD_FAST_AND_CLEAR"})
 _TERMINAL = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"})
+#: What the rest of a frame may hold for `returns_at_once`: loads of locals and constants, a
+#: tuple built of them, the return (nothing that calls, looks up or computes).
+_PLAIN_RETURN = frozenset({"NOP", "LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST",
+                           "LOAD_CONST", "BUILD_TUPLE", "RETURN_VALUE", "RETURN_CONST"})
 _SEES_ALL_LOCALS = frozenset({"locals", "vars", "eval", "exec", "dir", "breakpoint"})
 #: Attributes whose use means the code looks at its own frame object (``sys._getframe()``,
 #: ``inspect.currentframe()``, ``traceback.extract_stack()``, ``frame.f_locals``): after a
@@ -165,6 +169,19 @@ class CodeInfo:
         if handler is not None:
             found.append(self.labels[handler.target])
         return found
+
+    def returns_at_once(self, index: int) -> bool:
+        """Whether the code from instruction `index` on only returns locals or constants
+        (``return x``, ``return a, b``): straight-line, outside any ``try``, with nothing that
+        calls, looks anything up or computes, so running it in the frame instead of a resume
+        function does the same and captures nothing less."""
+        for i in range(index, len(self.instructions)):
+            inst = self.instructions[i]
+            if inst.name not in _PLAIN_RETURN or self.handlers[i] is not None:
+                return False
+            if inst.name in _TERMINAL:
+                return True
+        return False
 
     def in_exception_block(self, index: int) -> bool:
         """Inside a ``try``, ``with`` or ``except`` body: an exception here has a handler."""

@@ -17,8 +17,9 @@ frame assigns before the loop is not lowered (the kernel would read the old valu
 
 After the graph (see `dynamo.backends.c.c_loop_nest` for what it returns): at way out k, the
 locals are stored (an unbound one deleted) and the frame continues after the loop, in a resume
-function (captured again) or, when a local that continues may be unbound, in the plain copy of
-the rest of the function (`codegen`'s stay entries); at a ``return`` inside the loop, the value
+function (captured again) or, when a local that continues may be unbound or the rest only
+returns (``return x``), in the plain copy of the rest of the function (`codegen`'s stay
+entries); at a ``return`` inside the loop, the value
 is returned; after a deoptimisation the locals are stored as the iteration found them and the
 loop continues in plain Python in this frame, over the rest of its range.
 """
@@ -394,8 +395,8 @@ class KernelPlan:
                 gen.extend(ins.delete_fast(KERNEL))
                 live = info.live_locals(ex.target)
                 unsure = [n for n in nest.flagged if n in live]
-                if unsure:
-                    _continue_here(gen, ex.target, 0)
+                if unsure or info.returns_at_once(ex.target):  # (no resume function for
+                    _continue_here(gen, ex.target, 0)  # a ``return x`` after the loop)
                 else:
                     bound = sorted(n for n in live if n in self.bound_before
                                    or (n in nest.locals and n not in nest.flagged))

@@ -47,7 +47,8 @@ class Loop:
     """A loop nest as a graph operation (see the module docstring).
 
     ``name``: a Python identifier (the node's callable in the generated code); ``run``: called
-    with the node's arguments, returns the outcome; ``body``: an object with ``text()`` (the
+    with the node's arguments, returns the outcome (its ``entry``, when it has one, is the same
+    call made the fastest way: the generated code calls that); ``body``: an object with ``text()`` (the
     statement IR); ``reads``/``writes``/``assigns``: names of locals; ``where``: "file:line"."""
 
     def __init__(self, name: str, run: Callable[..., Any], body: Any, reads: tuple[str, ...],
@@ -67,6 +68,11 @@ class Loop:
 
     def __call__(self, iterable: Any, *values: Any) -> Any:
         return self.run(iterable, *values)
+
+    @property
+    def entry(self) -> Callable[..., Any]:
+        """What the generated code calls under the loop's name."""
+        return getattr(self.run, "entry", self.run)
 
     def __repr__(self) -> str:
         return f"<loop {self.__name__} at {self.where}: {self.kind}>"

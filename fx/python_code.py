@@ -160,8 +160,8 @@ class GraphWriter:
         if not callable(v) or isinstance(v, np.ndarray):
             return None
         loop = loop_of(v)
-        if loop is not None:  # (its `run` under its name: no call through the Loop object)
-            return self.add_global(loop.run, loop.__name__)
+        if loop is not None:  # (its `entry` under its name: no call through the Loop object)
+            return self.add_global(loop.entry, loop.__name__)
         path = numpy_path(v)
         if path:
             return path

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import dynamo
-from dynamo import loop_kernels
+from dynamo import _C, loop_kernels
 from dynamo.instructions import UNBOUND
 
 from support.loops import check, fresh_kernels  # noqa: F401 (a fixture)
@@ -43,10 +43,15 @@ def _kernel(fn, *args):
 
 
 def _both(kernel, iterable, values):
-    """(C path, Python path) of one call with these starting values."""
+    """(C path, Python path) of one call with these starting values; the C path taken both
+    ways: the call the graph makes (`LoopKernel.entry`, the whole call in C, with Python
+    callbacks for what it does not run) and the wrapper's (``run``, then Python)."""
     c_call = kernel._c_call
     assert c_call is not None, "no C call was made for this kernel"
-    fast = kernel(iterable, *values)
+    assert type(kernel.entry) is _C.LoopCall
+    fast = kernel.entry(iterable, *values)
+    wrapped = kernel(iterable, *values)
+    assert _same(fast, wrapped, views=True), (fast, wrapped)
     kernel._c_call = None
     try:
         slow = kernel(iterable, *values)
@@ -55,9 +60,13 @@ def _both(kernel, iterable, values):
     return fast, slow
 
 
-def _same(a, b) -> bool:
+def _same(a, b, views: bool = False) -> bool:
+    """Equal results: the same arrays (with `views`: or views of one row, made per call)."""
     if isinstance(a, tuple) and isinstance(b, tuple):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y, views) for x, y in zip(a, b))
+    if views and isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a is not b:
+        return a.base is not None and a.base is b.base and (
+            a.__array_interface__ == b.__array_interface__)
     if isinstance(a, np.ndarray) or a is UNBOUND:
         return a is b
     if isinstance(a, range):
@@ -94,6 +103,18 @@ def test_a_deoptimisation_returns_the_rest_of_the_range(n):
     assert _same(fast, slow), (fast, slow)
     assert fast[0] == (0 if n == 25 else 1)
     check(accumulate, A, 0.0, n)
+
+
+@pytest.mark.parametrize("mode", ["raise", "ignore", "warn"])
+def test_the_call_in_c_leaves_other_error_states_to_python(mode):
+    """Under ``np.errstate`` other than NumPy's default the kernel does not run (Python runs
+    the loop, which raises or warns as NumPy does); an errstate equal to the default runs it."""
+    kernel = _kernel(accumulate, A, 0.0, 5)
+    values = tuple({"a": A, "s": 0.0, "n": 5}[n] for n in kernel.nest.inputs)
+    with np.errstate(divide=mode):
+        fast, slow = _both(kernel, None, values)
+    assert _same(fast, slow), (fast, slow)
+    assert fast[0] == (1 if mode == "warn" else -1)
 
 
 @pytest.mark.parametrize("limit", [0.5, 2.0, np.float64(0.9)])

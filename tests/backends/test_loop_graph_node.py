@@ -6,6 +6,7 @@ guard (one compile serves every size and value). Plain Python is the oracle of e
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +55,79 @@ def test_the_graph_ends_with_the_loop_as_one_node_that_prints_its_declarations()
     assert "reads x, y; writes y; assigns i" in code
     assert f"loop = {loop.__name__}(None, x, y)" in code
     assert "return (y, loop)" in code
+
+
+def test_the_graph_calls_the_kernel_through_its_c_entry():
+    """The name the graph code calls is the kernel's `_C.LoopCall` (the whole call in C: no
+    Python frame of the wrapper between the graph and the kernel)."""
+    f = dynamo.compile(recurrence, backend="c")
+    x = np.random.default_rng(1).random(30)
+    assert np.array_equal(f(x), recurrence(x))
+    (node,) = _loop_nodes(_graph(f))
+    loop = node.target
+    assert type(loop.entry) is dynamo._C.LoopCall
+    assert _graph(f).forward.__globals__[loop.__name__] is loop.entry
+
+
+def sum_then_return_pair(a, n):
+    s = 0.0
+    for i in range(n):
+        s += a[i]
+    return s, a
+
+
+def sum_then_scale(a, n):
+    s = 0.0
+    for i in range(n):
+        s += a[i]
+    return s * 2.0
+
+
+@pytest.mark.parametrize("fn, resumes", [(fill, False), (sum_then_return_pair, False),
+                                         (sum_then_scale, True)])
+def test_a_return_of_locals_after_the_loop_runs_in_the_frame(fn, resumes):
+    """After the loop, ``return a`` or ``return s, a`` runs in the frame (the plain copy of the
+    rest); code that computes still runs in a resume function, captured again."""
+    a = np.arange(12.0)
+    f = dynamo.compile(fn, backend="c")
+    got, want = f(a.copy(), 10), fn(a.copy(), 10)
+    assert repr(got) == repr(want)
+    (entry,) = dynamo.cache_entries(fn)
+    codes = [c for c in entry.code.co_consts if isinstance(c, types.CodeType)]
+    assert bool(codes) == resumes
+
+
+def test_returns_at_once_reads_straight_line_returns_only():
+    from dynamo.bytecode_analysis import code_info
+
+    def shapes(a, b):
+        for _ in a:
+            pass
+        return a, b, 1
+
+    def calls(a):
+        for _ in a:
+            pass
+        return len(a)
+
+    def in_try(a):
+        try:
+            for _ in a:
+                pass
+            return a
+        finally:
+            pass
+
+    def after(fn):
+        """Whether the code after the (last) ``for`` loop's clean-up returns at once."""
+        info = code_info(fn.__code__)
+        last = max(i for i, ins in enumerate(info.instructions) if ins.name == "FOR_ITER")
+        start = info.target(last)
+        while info.instructions[start].name in ("END_FOR", "POP_TOP", "POP_ITER"):
+            start += 1
+        return info.returns_at_once(start)
+
+    assert after(shapes) and not after(calls) and not after(in_try)
 
 
 def test_the_loop_node_is_impure_and_declares_the_arrays_it_writes():

@@ -610,7 +610,9 @@ def test_a_call_made_during_a_call_gets_buffers_of_its_own():
     compiled(x)
     (kernel,) = loop_kernels.kernels_for(tag_changes.__code__)
     fn, nested = kernel.fn, []
-    kernel._c_call = None  # (the wrapper's Python path: the C one keeps everything on its stack)
+    # (the wrapper's Python path: the C one keeps everything on its stack)
+    kernel._c_call = None
+    kernel.entry.python_only = 1
 
     def then_reenter(*args):
         status = fn(*args)
@@ -623,7 +625,7 @@ def test_a_call_made_during_a_call_gets_buffers_of_its_own():
     try:
         assert compiled(x) == tag_changes(x)
     finally:
-        kernel.fn = fn
+        kernel.fn, kernel._c_call, kernel.entry.python_only = fn, kernel.entry.run, 0
     assert nested[1] == tag_changes(other)
 
 

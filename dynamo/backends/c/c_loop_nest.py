@@ -74,7 +74,7 @@ _DEFAULT_ERR = {"divide": "warn", "over": "warn", "under": "ignore", "invalid": 
 _MAIN = threading.main_thread().ident
 
 
-def _errstate_var_of_numpy():
+def _errstate_var_of_numpy() -> tuple:
     """(NumPy 2 keeps ``np.errstate`` in a context variable: while it holds the object it held
     at import, the state is NumPy's default, which a call checks without running Python code;
     otherwise, or on another NumPy, ``np.geterr()``.)"""
@@ -85,10 +85,11 @@ def _errstate_var_of_numpy():
         return None, None
     if np.geterr() != _DEFAULT_ERR:
         return None, None
-    return var.get, var.get()
+    return var, var.get()
 
 
-_errstate_var, _errstate_start = _errstate_var_of_numpy()
+_errstate_contextvar, _errstate_start = _errstate_var_of_numpy()
+_errstate_var = None if _errstate_contextvar is None else _errstate_contextvar.get
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 #: (family, tag is NumPy's) -> the type a result is boxed in
 _BOX = {(ty.fam, ty.tag == "np"): pytype for pytype, ty in SCALAR_TYPES.items()}
@@ -153,7 +154,17 @@ class LoopKernel:
         in every thread, of every kernel with this kernel's C text (they share a library)."""
         return int(self.library.lib.npd_fast_chunks())
 
+    @property
+    def entry(self) -> Any:
+        """What the graph calls, ``entry(iterable, *values)``: the `_C.LoopCall` itself when
+        there is one (the whole call in C, no Python frame: csrc/loop_call.c), else this
+        object."""
+        return self._entry if self._entry is not None else self
+
     def __call__(self, iterable: Any, *values: Any) -> tuple:
+        return self._call(iterable, values)
+
+    def _call(self, iterable: Any, values: tuple) -> tuple:
         if _errstate_var is not None and _errstate_var() is not _errstate_start:
             if np.geterr() != _DEFAULT_ERR:
                 return self._not_run(iterable, values)
@@ -227,15 +238,21 @@ class LoopKernel:
         # (the same call made in C, csrc/loop_call.c: the Python path below is for what it
         # does not judge itself)
         kinds = {None: 0, "int": 1, "float": 2, "bool": 3}
-        self._c_call = None
+        self._c_call = self._entry = None
         if hasattr(_C, "LoopCall") and len(self.names) <= 254:
-            self._c_call = _C.LoopCall(
+            self._entry = _C.LoopCall(
                 int(self.ffi.cast("uintptr_t", self.fn)), len(self.names),
                 tuple((k, kinds[fam], aty.dtype if aty else None, aty.ndim if aty else 0,
                        free, want == "np") for k, aty, fam, free, want in self._in_plan),
                 tuple(kinds[fam] for _, fam in self._out_plan),
                 tuple(kinds[ex.ty.fam] if ex.ty is not None else -1 for ex in nest.exits),
-                self._takes_range, _MAIN, UNBOUND, (None, np.int64, np.float64, np.bool_)).run
+                self._takes_range, _MAIN, UNBOUND, (None, np.int64, np.float64, np.bool_),
+                _errstate_contextvar, _errstate_start, self._call, self._not_run,
+                self._after_deopt)
+            self._c_call = self._entry.run
+
+    def _after_deopt(self, result: tuple, rng: tuple, values: tuple) -> tuple:
+        return 0, result, self._rest(rng, values)
 
     def _run(self, buffers: tuple, iterable: Any, values: tuple) -> tuple | None:
         """One call, or None when it cannot start (see `_not_run`)."""

@@ -51,7 +51,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
     decl.append("int started = 0;")
     decl.append("unsigned polls = 0, saves = 0;")
     decl.append("int caught = 0;")
-    decl.append("fexcept_t flags;")
+    decl.append("npd_fpsave flags;")
     decl.append("npd_log undo;")
     decl.append("npd_scratch scratch;")
     sites = [b[1] for st in nest.stmts if st.kind == "fast" for b in st.args[11]]
@@ -78,7 +78,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
         else:
             out.append(f"    memset(&L_{name}, 0, sizeof L_{name}); B_{name} = 0;")
     out += ["    " + line for line in _write(nest)]
-    out.append("    fegetexceptflag(&flags, FE_ALL_EXCEPT); feclearexcept(FE_ALL_EXCEPT);")
+    out.append("    npd_fp_enter(&flags);")
     free = _needs_no_keep(nest)
     for s in nest.stmts:
         out.append(_stmt(s, nest, free))
@@ -97,7 +97,7 @@ def c_source(nest: LoopNest, fname: str) -> str:
         out.append("    goto npd_done;")
     out.append("npd_done:")
     out.append("    if (chunks) __atomic_fetch_add(&npd_chunks, chunks, __ATOMIC_RELAXED);")
-    out.append("    fesetexceptflag(&flags, FE_ALL_EXCEPT);")
+    out.append("    npd_fp_leave(&flags);")
     out.append("    if (caught) npd_release_sigint();")
     out.append("    if (kept != &npd_no_kept) {")
     out.append("        kept->log = undo; kept->scratch = scratch;")

@@ -33,7 +33,7 @@ __all__ = [
     "emit_warnings",
     "max_instructions", "max_trace_seconds", "max_empty_breaks", "capture_try_bodies",
     "loop_kernels",
-    "debug_insert_nops",
+    "debug_insert_nops", "debug_check_stack_size",
     "check_accuracy", "repro_dir",
     "dump_dir",
     "skip_modules", "skip_dirs", "include_dirs", "skip_files", "include_files",
@@ -272,6 +272,11 @@ OPTIONS: dict[str, Option] = {o.name: o for o in (
            "after its prologue, which must change nothing: it checks that jumps, exception "
            "ranges, line positions and prologues do not depend on instruction offsets.",
            env="DYNAMO_DEBUG_INSERT_NOPS", parse_env=_env_bool, apply=_apply_debug_insert_nops),
+    Option("debug_check_stack_size", False, _bool,
+           "True (testing npdynamo itself; the test suite sets it): the stack size of every "
+           "code object npdynamo assembles, and its exception handlers' depths, computed in one "
+           "pass (dynamo.stack_depth), are checked against bytecode's control-flow graph; a "
+           "difference raises.", env="DYNAMO_DEBUG_CHECK_STACK_SIZE", parse_env=_env_bool),
     Option("check_accuracy", False, _bool,
            "True: every call of a compiled graph also runs the graph eagerly on copies of its "
            "inputs and compares; a difference (or a backend error) writes a repro directory "
@@ -330,6 +335,7 @@ max_empty_breaks: int
 capture_try_bodies: bool
 loop_kernels: bool
 debug_insert_nops: bool
+debug_check_stack_size: bool
 check_accuracy: bool
 repro_dir: str
 dump_dir: str | None

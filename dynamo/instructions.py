@@ -24,6 +24,7 @@ from bytecode.instr import UNSET, BinaryOp
 from . import _C, config
 from .compat import (HAS_EXCEPTION_TABLE, HAS_PREFIX, NULL_AFTER_CALLABLE, PY, PY310, PY312,
                      PY313, qualname)
+from .stack_depth import fresh_try_ranges, same_as_graph, stack_size
 
 __all__ = [
     "HAS_EXCEPTION_TABLE", "NULL_SLOTS", "PREFIX_OPS", "UNBOUND", "Held", "binary_subscr", "build_list", "build_map",
@@ -495,10 +496,29 @@ def to_code(bc: Any) -> Any:
     jump instructions refer to each other (every loop is a reference cycle), so each code object
     made left work for the cyclic collector (``gc.collect()`` returned > 0 after one compile, which
     CPython's test_gc sees). The graph's blocks are emptied once the flat bytecode is made from it.
+    The stack size comes from `stack_depth.stack_size`, one pass over the flat list (the graph
+    only where that pass does not answer).
     """
 
     if config.debug_insert_nops:
         bc = _with_nops(bc)
+    if config.debug_check_stack_size:
+        expected = _by_graph(fresh_try_ranges(bc))
+    items = list(bc)
+    stacksize = stack_size(items)  # (one pass; None: the graph answers)
+    if stacksize is None:
+        flat, stacksize = _by_graph(bc)
+    else:
+        flat = bc.copy()
+        flat[:] = items
+    if config.debug_check_stack_size:
+        same_as_graph(flat, stacksize, *expected)
+    concrete = _IdentityConstants(flat).to_concrete_bytecode(compute_exception_stack_depths=False)
+    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+
+
+def _by_graph(bc: Any) -> tuple[Any, int]:
+    """(flat bytecode, stack size) computed on `bytecode`'s control-flow graph."""
     cfg = ControlFlowGraph.from_bytecode(bc)
     try:
         # The try ranges decoded from a code keep its exception table's depths
@@ -516,8 +536,7 @@ def to_code(bc: Any) -> Any:
         for block in cfg:
             block.clear()
             block.next_block = None
-    concrete = _IdentityConstants(flat).to_concrete_bytecode(compute_exception_stack_depths=False)
-    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+    return flat, stacksize
 
 
 class _IdentityConstants(_ConvertBytecodeToConcrete):

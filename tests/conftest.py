@@ -26,3 +26,10 @@ if os.environ["DYNAMO_GUARD_SELF_CHECK"] == "1" and "dynamo.config" in sys.modul
 os.environ.setdefault("DYNAMO_EMIT_WARNINGS", "1")
 if os.environ["DYNAMO_EMIT_WARNINGS"] == "1" and "dynamo.config" in sys.modules:
     sys.modules["dynamo.config"].emit_warnings = True  # (imported before this file: see above)
+
+# The stack size of every code object npdynamo assembles is computed in one pass
+# (dynamo.stack_depth) and, in the suite, checked against `bytecode`'s control-flow graph
+# (dynamo.config.debug_check_stack_size): a difference raises. Subprocesses inherit it.
+os.environ.setdefault("DYNAMO_DEBUG_CHECK_STACK_SIZE", "1")
+if os.environ["DYNAMO_DEBUG_CHECK_STACK_SIZE"] == "1" and "dynamo.config" in sys.modules:
+    sys.modules["dynamo.config"].debug_check_stack_size = True  # (imported before this file)

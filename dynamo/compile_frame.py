@@ -28,9 +28,11 @@ from typing import Any, Callable
 
 from . import compat, config
 from .codegen import BreakExit, ReturnExit, transform_code
-from .exc import Unsupported, UserCodeError
+from . import loop_kernels
+from .exc import DataDependent, Unsupported, UserCodeError
 from .break_exits import break_kind, kept_alive
 from .guards import build_check_fn
+from .loop_nest.sites import value_start
 from .loops import plan_loop
 from .output_graph import GraphResult, OutputGraph
 from .region_body import BodyPlan
@@ -79,11 +81,15 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
     break_at: tuple[int, str] | None = None
     raised = False  # the first trace ended in the user's own exception
     reason = None
+    conditional: int | None = None  # (an if statement a kernel may run: `_conditional_entry`)
     while True:
         output = OutputGraph(code.co_name, backend, code=code, dynamic=dynamic)
         tx = InstructionTranslator(frame, code, output, break_at)
         if not allow_breaks or tx.info.sees_all_locals or tx.info.shadows_a_cell:
             tx.kernel_entries = set()  # (a kernel ends the graph before its loop)
+        elif conditional is not None and break_at is None:
+            tx.kernel_entries.add(conditional)
+            tx.conditional_entries.add(conditional)
         tx.guard_operands = raised
         try:
             tx.run()
@@ -96,6 +102,11 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
                 # (a frame that reads its locals by name would see a resume function's; a
                 # comprehension shadowing a cell cannot be split: `CodeInfo.shadows_a_cell`)
                 raise
+            if conditional is None and isinstance(exc, DataDependent):
+                conditional = _conditional_entry(tx)
+                if conditional is not None:  # (traced again: a kernel may run the statement)
+                    exc.with_traceback(None)
+                    continue
             entry = tx.info.loop_entry(tx.index)
             if entry is not None:
                 # Inside a loop: a break there would nest one resume function per iteration,
@@ -136,6 +147,22 @@ def trace_frame(frame: Any, backend: Callable, allow_breaks: bool = True,
         return compile_subgraph(tx, tx.break_exit, started)
     cells = {name: tx.locals[name] for name in sorted(tx.cells_written) if name in tx.locals}
     return compile_subgraph(tx, ReturnExit(tx.return_value, cells=cells), started)
+
+
+def _conditional_entry(tx: InstructionTranslator) -> int | None:
+    """Where the ``if`` statement whose condition the trace could not decide starts (the start
+    of its condition: `loop_nest.sites.value_start`), when a C kernel may run it
+    (`loop_kernels`, `loop_nest.sites.if_at`: the C backend, outside loops and try/with
+    statements), or None."""
+    index = tx.index
+    inst = tx.instructions[index] if index is not None else None
+    if (inst is None or not inst.name.startswith("POP_JUMP") or tx.frame.f_code is not tx.code
+            or not loop_kernels.wants_kernels(tx)):
+        return None
+    info = tx.info
+    if info.outermost_loop(index) is not None or info.in_exception_block(index):
+        return None
+    return value_start(info, index)
 
 
 def speculate_try_body(frame: Any, code: types.CodeType, backend: Callable,

@@ -11,8 +11,8 @@ frame falls back to plain Python.
 
 from __future__ import annotations
 
-__all__ = ["DynamoError", "Unsupported", "UserCodeError", "FullGraphError", "InternalError",
-           "BackendError"]
+__all__ = ["DynamoError", "Unsupported", "DataDependent", "UserCodeError", "FullGraphError",
+           "InternalError", "BackendError"]
 
 
 class DynamoError(Exception):
@@ -29,6 +29,11 @@ class Unsupported(DynamoError):
 
     def __str__(self) -> str:
         return f"{self.reason} (at {self.location})" if self.location else self.reason
+
+
+class DataDependent(Unsupported):
+    """Python needs a value the graph only computes (the truth of an array element or of a
+    reduction: data-dependent control flow)."""
 
 
 class UserCodeError(Unsupported):

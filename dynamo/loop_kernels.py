@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 from bytecode import Label
 
-from fx.control import Loop, Opaque
+from fx.control import Cond, Loop, Opaque
 from fx.weak import IdentityMap
 
 from . import compat, config
@@ -53,7 +53,8 @@ from .output_graph import source_line
 from .instructions import UNBOUND
 from .loop_nest.ir import DTYPES, SCALAR_TYPES, ArrTy, Ty
 from .loop_nest import stored
-from .loop_nest.lower import Refuse, loop_at, lower, range_statement, region
+from .loop_nest.lower import Refuse, lower
+from .loop_nest.sites import if_at, loop_at, range_statement, region
 from .records import note_loop
 from .resume import in_loop_body
 from .source import AttrSource, GetItemSource, GlobalSource, LocalSource
@@ -198,8 +199,11 @@ def plan(tx, index: int) -> "KernelPlan | None":
     """A kernel for the loop entered at instruction `index`, or None (reason logged)."""
     code = tx.code
     site = loop_at(code, index)
+    if site is None and index in tx.conditional_entries:
+        site = if_at(code, index)
     if site is None:
         return None
+    what = "the if statement" if site.kind == "if" else "the loop"
     instrs = tx.info.instructions
     if site.takes_range and (not tx.stack or getattr(tx.stack[-1], "python_type",
                                                      lambda: None)() is not range
@@ -232,19 +236,22 @@ def plan(tx, index: int) -> "KernelPlan | None":
             kernel = built[key] = _kernel(code, index, types_, statics, tx.frame.f_globals,
                                           f"{code.co_name}_line{instrs[index].lineno}")
     except Refuse as exc:
-        log.info("the loop at %s:%s is not a kernel: %s", code.co_filename,
+        log.info("%s at %s:%s is not a kernel: %s", what, code.co_filename,
                  instrs[index].lineno, exc)
-        note_loop(code.co_filename, instrs[site.header].lineno,
-                  f"not a C loop kernel (unrolled, or run in Python): {exc}")
+        instead = ("an if statement, not a C kernel (a graph break)" if site.kind == "if"
+                   else "not a C loop kernel (unrolled, or run in Python)")
+        note_loop(code.co_filename, instrs[site.header].lineno, f"{instead}: {exc}")
         return None
     except (BuildError, CompilerNotFound) as exc:
-        log.warning("the loop kernel at %s:%s could not be built: %s", code.co_filename,
-                    instrs[index].lineno, exc)
+        log.warning("the kernel of %s at %s:%s could not be built: %s", what,
+                    code.co_filename, instrs[index].lineno, exc)
+        instead = "an if statement, not a C kernel" if site.kind == "if" else "not a C loop kernel"
         note_loop(code.co_filename, instrs[site.header].lineno,
-                  f"not a C loop kernel: it could not be built ({type(exc).__name__})")
+                  f"{instead}: it could not be built ({type(exc).__name__})")
         return None
     note_loop(code.co_filename, instrs[site.header].lineno,
-              f"a C loop kernel ({kernel.nest.name})")
+              f"{'an if statement as a C kernel' if site.kind == 'if' else 'a C loop kernel'} "
+              f"({kernel.nest.name})")
     for name in kernel.nest.globals_used:
         if isinstance(name, str):
             tx.load_global(name)  # (its guard: the kernel's code depends on what it is)
@@ -271,7 +278,8 @@ def _graph_target(kernel: LoopKernel, code: types.CodeType) -> Loop:
     would make a reference cycle)."""
     nest = kernel.nest
     writes = tuple(n for n in nest.arrays_written() if n in nest.inputs)
-    return Loop(nest.name, kernel, nest, nest.inputs, writes, nest.assigned,
+    kind = Cond if nest.site.kind == "if" else Loop
+    return kind(nest.name, kernel, nest, nest.inputs, writes, nest.assigned,
                 f"{code.co_filename}:{nest.first_line}")
 
 
@@ -313,7 +321,7 @@ class KernelPlan:
     """What the transformed code does where a lowered loop stood (see the module docstring)."""
 
     kernel: LoopKernel
-    site: Any  # (loop_nest.lower.LoopSite)
+    site: Any  # (loop_nest.sites.LoopSite)
     #: the frame's locals bound before the loop (set by `compile_frame`)
     bound_before: frozenset[str] = frozenset()
     #: the loop's node, the last of the graph (`add_to_graph`)
@@ -352,6 +360,9 @@ class KernelPlan:
     @property
     def reason(self) -> str:
         nest = self.kernel.nest
+        if self.site.kind == "if":
+            return (f"the if statement at line {nest.first_line} runs as one C kernel "
+                    f"({nest.name}): its condition depends on data")
         return f"the loop at line {nest.first_line} runs as one C loop kernel ({nest.name})"
 
     @property

@@ -91,6 +91,9 @@ class InstructionTranslator(ValueOpcodes):
             loop_kernels.loop_entries(self.info)
             if break_at is None and frame.f_code is code and loop_kernels.wants_kernels(self)
             else set())
+        #: ``if`` statements whose condition the first pass found to depend on data: where a
+        #: kernel may run the whole statement (`loop_kernels`; set by `compile_frame`)
+        self.conditional_entries: set[int] = set()
         self.break_exit: BreakExit | None = None
         self.index: int | None = 0  # the instruction being run
         self.stack: list[VariableTracker] = []

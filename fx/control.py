@@ -1,4 +1,4 @@
-"""Structured control flow in a graph: a loop nest as one node.
+"""Structured control flow in a graph: a loop nest, or an ``if`` statement, as one node.
 
 A `Loop` is the target of a ``call_function`` node that runs a whole loop nest (the translator
 makes one where an outermost loop of a frame lowers to a C loop kernel: ``dynamo.loop_kernels``)::
@@ -17,6 +17,15 @@ and a barrier for fusion (the C backend calls it as an opaque step of its progra
 through it). Its first argument is the iterable of a ``for`` loop entered at its ``GET_ITER``
 (a ``range``), or None when the loop computes its own range.
 
+A `Cond` is the same for an ``if`` statement (``if``/``elif``/``else``) whose condition depends
+on the data (an element, a reduction): where the trace would end the graph to let Python take
+the branch, the statement runs as one C kernel instead, condition and branch taken, with the
+same declarations and the same outcome (its body prints both branches)::
+
+    # File: f.py:7 in clip, code: if a[i] > t:
+    # conditional (a C kernel): reads a, i, t; writes a; assigns c; body: clip_line7.text()
+    loop = clip_line7(None, a, i, t)
+
 Its value is the loop's outcome ``(status, locals, rest)``, which only the transformed code
 reads; `Opaque` stands for it (and for a graph input that only a loop reads, which the graph does
 not guard: the loop checks the types it is called with) in ``meta["val"]``.
@@ -27,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["Loop", "Opaque", "loop_of"]
+__all__ = ["Cond", "Loop", "Opaque", "loop_of"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,20 @@ class Loop:
                 f"body: {self.__name__}.text()")
 
 
+class Cond(Loop):
+    """An ``if`` statement as a graph operation (see the module docstring): a `Loop` whose body
+    runs once, the condition and the branch it takes."""
+
+    def __init__(self, *args: Any, kind: str = "a C kernel", **kwargs: Any) -> None:
+        super().__init__(*args, kind=kind, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<conditional {self.__name__} at {self.where}: {self.kind}>"
+
+    def comment(self) -> str:
+        return "conditional" + super().comment()[len("loop nest"):]
+
+
 def loop_of(target: Any) -> Loop | None:
-    """`target` if it is a loop nest, else None."""
+    """`target` if it is a loop nest (or a conditional: `Cond`), else None."""
     return target if isinstance(target, Loop) else None

@@ -116,7 +116,7 @@ class Stmt:
         return {
             "assign": lambda: f"    {a[0]} = {a[1]}",
             "check": lambda: f"    deopt if {a[0]}    # {a[1]}",
-            "store": lambda: f"    {a[0]}[{a[1]}] = {a[2]}",
+            "store": lambda: f"    {a[0]}[{a[1]}] = {_value(a[2])}",
             "label": lambda: f"{a[0]}:",
             "goto": lambda: f"    goto {a[0]}",
             "branch": lambda: f"    if {a[0]} goto {a[1]} else {a[2]}",
@@ -127,9 +127,14 @@ class Stmt:
                              f"{a[2]})) and " + " and ".join(a[6] or ("True",))
                              + f": log {len(a[7])} store(s), batch {len(a[11])} ufunc "
                              f"call(s), goto {a[0]}"),
-            "put": lambda: f"    {a[0]}[{a[1]}] = {a[2]}    # logged before: not here",
+            "put": lambda: f"    {a[0]}[{a[1]}] = {_value(a[2])}    # logged before: not here",
             "logview": lambda: f"    log the view at {a[0]} (shape {', '.join(a[1])})",
         }[self.kind]()
+
+
+def _value(v: Any) -> str:
+    """A stored value as the C has it: ``(double) t28`` for the pair (C type, expression)."""
+    return f"({v[0]}) {v[1]}" if isinstance(v, tuple) and len(v) == 2 else str(v)
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,7 @@ class LoopNest:
     """A lowered loop nest (see the module docstring)."""
 
     name: str
-    #: where it starts in the original code and where its loop is (`lower.LoopSite`)
+    #: where it starts in the original code and where its loop is (`sites.LoopSite`)
     site: Any
     first_line: int | None
     #: the locals it reads or writes, each with its type (an `ArrTy` or a `Ty`)
@@ -206,7 +211,8 @@ class LoopNest:
 
     def text(self) -> str:
         """The lowered loop as the kernel's statements, one per line, with source lines."""
-        head = [f"loop nest {self.name} (line {self.first_line}):"]
+        what = "conditional" if getattr(self.site, "kind", "loop") == "if" else "loop nest"
+        head = [f"{what} {self.name} (line {self.first_line}):"]
         for name, ty in self.locals.items():
             extra = (" (tag at run time)" if name in self.tagged else "") + (
                 " (may be unbound)" if name in self.flagged else "")

@@ -1,8 +1,8 @@
 """Lower a loop of a code object to the loop-nest IR: an abstract interpretation of its bytecode.
 
 In: the code object, the index of the loop's entry (the start of the statement that makes a
-``for`` loop's range, or its GET_ITER with the range on the stack; a ``while`` loop's header:
-`LoopSite`), the types of the locals bound there and the objects its globals name. Out: a
+``for`` loop's range, or its GET_ITER with the range on the stack; a ``while`` loop's header;
+an ``if`` statement's start: `sites.LoopSite`), the types of the locals bound there and the objects its globals name. Out: a
 `LoopNest` (``loop_nest.ir``), or `Refuse` naming the first construct
 that stops it (the loop then keeps today's treatment: unrolled, a body function, or Python).
 Called by `dynamo.loop_kernels` (the planner, which gets the types from the translator).
@@ -19,14 +19,13 @@ elements of float64/int64 arrays read and written and of bool arrays read, with 
 (negative ones wrap, every index is bounds-checked); ``A.shape[k]``, ``len(A)``, ``abs``,
 ``min``/``max`` of two, ``int``, ``float``, ``math`` functions and ``np.sqrt``/``np.floor``/...
 on scalars (`calls`); slices, dot products (`slices`) and array statements (`elementwise`).
-The instruction handlers are `opcodes.Opcodes`; this module is the driver: the loop's region
-(`region`), the blocks, their edges and the two passes.
+The instruction handlers are `opcodes.Opcodes`; this module is the driver: the blocks of the
+loop's region (`sites.region`), their edges and the two passes.
 """
 
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass
 from typing import Any
 
 from .. import compat
@@ -36,133 +35,11 @@ from . import items as item_loops
 from .ir import CTYPE, ArrTy, Exit, LoopNest, Stmt, Ty
 from .opcodes import Opcodes
 from .scalars import Refuse, SVal
+from .sites import region, site_at
 from .slots import Slots
 from .values import ItemIterV, RangeV, State, Unbound, merge_local, merge_value
 
-__all__ = ["lower", "Refuse", "loop_at", "LoopSite", "range_statement", "region"]
-
-
-@dataclass(frozen=True)
-class LoopSite:
-    """Where a loop kernel starts: `entry`, and the loop's GET_ITER (None for a ``while``
-    loop), header (its FOR_ITER, or the target of its backward jumps) and last backward jump.
-    A ``for`` loop is entered at its GET_ITER (the range is on the stack: `takes_range`) or at
-    the start of the statement that makes the range (the kernel computes it: no guard on the
-    sizes it reads)."""
-
-    entry: int
-    get_iter: int | None
-    header: int
-    back: int
-
-    @property
-    def iterates(self) -> bool:
-        return self.get_iter is not None
-
-    @property
-    def takes_range(self) -> bool:
-        return self.get_iter == self.entry
-
-
-def loop_at(code: types.CodeType, entry: int) -> LoopSite | None:
-    """The loop a kernel entered at instruction `entry` would run, or None."""
-    info = code_info(code)
-    instrs = info.instructions
-    get_iter = None
-    if instrs[entry].name == "GET_ITER":
-        get_iter = entry
-    elif not _backward_target(info, entry):
-        get_iter = _range_made_from(info, entry)
-        if get_iter is None:
-            return None
-    if get_iter is not None:
-        header = get_iter + 1
-        if header >= len(instrs) or instrs[header].name != "FOR_ITER":
-            return None
-    else:
-        header = entry
-    back = None
-    for i in range(header, len(instrs)):
-        if instrs[i].has_jump() and info.target(i) == header:
-            back = i
-    if back is None:
-        return None
-    return LoopSite(entry, get_iter, header, back)
-
-
-def region(code: types.CodeType, site: LoopSite) -> frozenset[int]:
-    """The instructions a kernel for `site` runs: everything reached from its entry until the
-    flow comes out of the loop's span (`entry` .. last backward jump) with an empty stack (an
-    exit). A block the compiler placed after the loop but still holding the loop's iterator
-    (3.12's copy of a ``return`` after ``break``) is inside."""
-    info = code_info(code)
-    instrs = info.instructions
-    skip = compat.loop_exit_skip()
-    seen: dict[int, int] = {}
-    work = [(site.entry, 1 if site.takes_range else 0)]
-    while work:
-        i, depth = work.pop()
-        if i in seen or i >= len(instrs):
-            continue
-        if not site.entry <= i <= site.back and depth == 0:
-            continue  # (an exit)
-        seen[i] = depth
-        inst = instrs[i]
-        if inst.name in ("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"):
-            continue
-        if inst.name == "FOR_ITER":
-            work.append((i + 1, depth + 1))
-            work.append((info.target(i) + skip, depth - 1))
-            continue
-        if inst.has_jump():
-            work.append((info.target(i), depth + inst.stack_effect(jump=True)))
-            if inst.is_uncond_jump():
-                continue
-        work.append((i + 1, depth + inst.stack_effect(jump=False)))
-    return frozenset(seen)
-
-
-def _backward_target(info, index: int) -> bool:
-    return any(inst.has_jump() and info.target(i) == index
-               for i, inst in enumerate(info.instructions) if i >= index)
-
-
-def _range_made_from(info, start: int) -> int | None:
-    """The GET_ITER of a ``for`` loop whose iterable the instructions from `start` compute
-    (straight-line, from an empty stack to the one value), or None."""
-    targets = set(info.labels.values())
-    depth = 0
-    instrs = info.instructions
-    for k in range(start, min(start + 64, len(instrs))):
-        inst = instrs[k]
-        if k != start and k in targets:
-            return None
-        if inst.name == "GET_ITER":
-            ok = depth == 1 and k + 1 < len(instrs) and instrs[k + 1].name == "FOR_ITER"
-            return k if ok else None
-        if inst.has_jump() or inst.name in ("RETURN_VALUE", "RETURN_CONST"):
-            return None
-        depth += inst.stack_effect(jump=False)
-        if depth < 0:
-            return None
-    return None
-
-
-def range_statement(info, get_iter: int) -> int | None:
-    """The start of the statement that computes the range a GET_ITER iterates (where the
-    stack is empty), or None."""
-    need = 1
-    targets = set(info.labels.values())
-    for k in range(get_iter - 1, max(-1, get_iter - 64), -1):
-        inst = info.instructions[k]
-        if inst.has_jump() or inst.name in ("RETURN_VALUE", "RETURN_CONST"):
-            return None
-        need -= inst.stack_effect(jump=False)
-        if need == 0:
-            return k if _range_made_from(info, k) == get_iter else None
-        if k in targets:
-            return None
-    return None
+__all__ = ["lower", "Refuse"]
 
 
 class _Lowering(Opcodes, Slots):
@@ -178,9 +55,9 @@ class _Lowering(Opcodes, Slots):
         self.inlined: set[int] = set()
         #: every local stored, and its type (an inlined callee's may live in one block only)
         self.stored: dict[str, tuple] = {}
-        found = loop_at(code, entry)
+        found = site_at(code, entry)
         if found is None:
-            raise Refuse("no loop starts here")
+            raise Refuse("no loop or if statement starts here")
         self.site = found
         self.header, self.back, self.iterates = found.header, found.back, found.iterates
         self.entry = entry
@@ -330,8 +207,10 @@ class _Lowering(Opcodes, Slots):
                     tags.setdefault(name, set()).add(ty.tag)
         self.merged_locals = merged
         self.tagged = frozenset(n for n, t in tags.items() if len(t) > 1 or "rt" in t)
+        # (a local unbound where the kernel starts and bound at every way out, an ``if``
+        # statement's, still needs its flag: the kernel returns it unbound until it is set)
         self.flagged = frozenset(n for n, (ty, b) in merged.items()
-                                 if b != "yes" and ty is not None)
+                                 if ty is not None and (b != "yes" or n not in self.local_types))
 
     # ---------------------------------------------------------------------------------------
     def in_region(self, i: int) -> bool:
@@ -358,6 +237,10 @@ class _Lowering(Opcodes, Slots):
                 self.line = inst.lineno
             if not state.stack:  # (a statement may start here: see `return_exit`)
                 self.clean, self.dirty = i, False
+            if len(state.stack) < -inst.pre_and_post_stack_effect(jump=False)[0]:
+                # (a value under the loop's own, a loop body function's stand-in for the
+                # iterator of the loop around it, which its ``return`` pops)
+                raise Refuse("the code reaches below the stack the loop starts with")
             try:
                 out = self.step(i, inst, state)
             except Unbound as exc:  # (until a path that binds it joins here, if one does)

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .ir import ArrTy, Exit, LoopNest, Stmt, Ty
-from .lower import LoopSite
+from .sites import LoopSite
 
 __all__ = ["lowering_key", "to_data", "from_data", "NotStored"]
 
@@ -48,7 +48,7 @@ __all__ = ["lowering_key", "to_data", "from_data", "NotStored"]
 _SOURCES = ("loop_nest", "loop_kernels.py", "backends/c/c_loop_source.py",
             "backends/c/c_loop_runtime.py", "backends/c/c_loop_nest.py")
 _CLASSES = {cls.__name__: cls for cls in (Ty, ArrTy, Stmt, Exit, LoopSite)}
-_FORMAT = "npdynamo lowered loop 1"
+_FORMAT = "npdynamo lowered loop 2"
 _source_hash: list[str] = []
 
 

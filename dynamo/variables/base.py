@@ -21,7 +21,7 @@ from types import ModuleType
 from typing import Any
 
 from .. import instructions as ins
-from ..exc import Unsupported
+from ..exc import DataDependent, Unsupported
 from ..source import Source
 
 
@@ -124,7 +124,7 @@ class VariableTracker:
 
     def truth(self) -> bool:
         """The value of ``bool(self)`` if known while tracing."""
-        raise Unsupported(
+        raise DataDependent(
             f"the truth value of {self.describe()} depends on data (data-dependent control flow)"
         )
 

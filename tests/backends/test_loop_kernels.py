@@ -711,3 +711,25 @@ def test_a_stack_value_of_either_type_where_paths_join(tail):
     float64, or the other way round)."""
     a = np.array([2.0, -1.0, 3.0, tail])
     check(last_positive_or_half, a)
+
+
+def return_from_inner_loop(A, B, n, s):
+    c1 = 0
+    if (1 / n) <= n:  # (the loops inside an if statement: the outer one a loop body function)
+        for i in range(min(n, 4)):
+            for j in range(0, len(B), 2):
+                c1 += math.floor(s)
+                if A[i, j - 1] < 0:
+                    return c1, s
+                s = s + 1.0
+    return c1, s
+
+
+@pytest.mark.parametrize("first", [2.0, -1.0])
+def test_a_return_in_a_loop_of_a_loop_body_function_is_not_an_internal_error(first):
+    """Regression: the body function's ``return`` pops a stand-in for the outer loop's
+    iterator that lies under the inner loop's stack; lowering the inner loop read past its
+    stack (an IndexError, an internal error, the frame in plain Python). It is refused now."""
+    A = np.array([[first, 3.0, 0.0], [-1.5, -0.5, 0.0]])
+    with dynamo.config.patch(suppress_errors=False):
+        check(return_from_inner_loop, A, np.arange(5.0), 1, 0.0, kernel=None)

@@ -16,7 +16,8 @@ nested up to 3 deep, over the elements of 1-d arrays (``enumerate(A)``,
 ``r[-1]`` read and written); ``while`` loops on a counter (``while j < n and A[j] > s:``, the counter
 incremented first thing in the body, so every loop ends); ``break``/``continue``/``return``
 under conditions; ``if``/``elif``/``else`` on scalar comparisons and on array elements, with
-``and``/``or``/``not``; Python int, Python float and NumPy scalar locals (element reads) with
+``and``/``or``/``not``, in loops and at the top level (sometimes the first statement, before any
+loop: the C backend runs a data-dependent one as one kernel); Python int, Python float and NumPy scalar locals (element reads) with
 ``+ - * / // %``, unary ``-``, ``abs``, ``min``/``max``, ``math.sqrt``, ``math.exp``,
 ``math.floor``, ``int()``, ``float()``, NumPy ufuncs on scalars (``np.tanh``, ``np.exp``,
 ``np.log1p``, ``np.maximum``, ``np.power``, ...: NumPy's own loops in a kernel), sums, maxima
@@ -558,8 +559,13 @@ def make_program(seed: int) -> LoopProgram:
         gen.emit(1, f"{name} = {rng.choice(['0', '0.0', 's', 'k', '1'])}")
         scope.values.append(name)
     gen.max_lines += len(gen.lines) - header
-    # a loop first, then a few more statements (loops, ifs, plain statements) at the top level
-    if rng.random() < 0.8:
+    # a loop first (or now and then an if statement: a data-dependent one runs as an if
+    # statement's kernel), then a few more statements (loops, ifs, plain ones) at the top level
+    first = rng.random()
+    if first < 0.15:
+        gen.features.add("top_if")
+        gen.stmt_if(scope, 1)
+    elif first < 0.8:
         gen.stmt_for(scope, 1)
     else:
         gen.stmt_while(scope, 1)

@@ -227,7 +227,7 @@ def test_programs_are_deterministic_and_varied(loop_dir: pathlib.Path) -> None:
                              "bool_op", "element_branch", "element_write", "augmented",
                              "big_int", "division", "int_division", "math", "long_loop",
                              "computed_index", "stress", "reduction", "helper",
-                             "for_rows"}, features
+                             "for_rows", "top_if"}, features
     assert outcomes["ok"] >= 150, outcomes
     for error in ("IndexError", "ZeroDivisionError", "OverflowError", "ValueError"):
         assert outcomes[error] >= 3, outcomes

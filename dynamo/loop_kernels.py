@@ -381,11 +381,11 @@ class KernelPlan:
             statuses.append(-1)
         # (a loop body function's frame passes `UNBOUND` on as a value: `loops`)
         markers = in_loop_body(code)
+        self._store_locals(gen, names, markers)  # (every way on stores them: once, first)
         for k in [*statuses, 0]:
             nxt = Label()
             if k:
                 gen.extend(self._part(0) + ins.if_not_equal(k, nxt))
-            self._store_locals(gen, names, markers)
             if k == 0:  # deoptimised: the loop continues in plain Python, in this frame
                 if site.iterates:  # (over the rest of its range)
                     gen.extend(self._part(2) + ins.delete_fast(KERNEL))

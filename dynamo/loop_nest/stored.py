@@ -163,18 +163,27 @@ def _enc(x: Any) -> Any:
     raise NotStored(f"a {type(x).__name__} in the loop nest")
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
+def _decs(items: list) -> list:
+    """`_dec` of each item (a string, an int: as they are, with no call: a first call from the
+    disk cache decodes thousands)."""
+    return [v if type(v) in _PLAIN else _dec(v) for v in items]
+
+
 def _dec(x: Any) -> Any:
     kind = type(x)
-    if kind is str or kind is int or x is None or kind is bool:
+    if kind in _PLAIN:
         return x
     if kind is list:
-        return [_dec(v) for v in x]
+        return _decs(x)
     if kind is not dict or len(x) not in (1, 2):
         raise ValueError(f"not a stored loop nest: {x!r:.60}")
     if "t" in x:
-        return tuple([_dec(v) for v in x["t"]])
+        return tuple(_decs(x["t"]))
     if "c" in x:
-        return _CLASSES[x["c"]](*[_dec(v) for v in x["v"]])
+        return _CLASSES[x["c"]](*_decs(x["v"]))
     if "f" in x:
         return float(x["f"])
     if "s" in x:

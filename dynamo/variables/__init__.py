@@ -12,6 +12,7 @@ The modules, from the bottom up (each imports only those before it at module lev
     constant    Python constants, sizes (SymIntVariable), int/float arguments
     containers  tuples, lists, dicts, iterators, and the list and dict methods
     ndarray     graph values (arrays, NumPy scalars) and iteration over an array's rows
+    numpy_facts np.ndim, np.shape, np.size, np.isscalar, np.iterable of what the trace knows
     callables   builtins, NumPy functions and methods, modules, user functions, classes, objects
     builder     VariableBuilder (a real value read from a Source -> its tracker, guarded) and
                 wrap_constant (a value computed while tracing -> its tracker)

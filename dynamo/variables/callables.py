@@ -25,6 +25,7 @@ from ..exc import Unsupported, UserCodeError
 from ..guards import Guard
 from ..markers import graph_break
 from ..source import AttrSource
+from . import numpy_facts
 from .base import VariableTracker
 from .constant import ConstantVariable, _immutable, run_user_op, user_error
 from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListReverseIteratorVariable,
@@ -85,6 +86,12 @@ class NumpyFunctionVariable(VariableTracker):
             if _all_constant(args, kwargs):
                 return _constant_call(self.fn, args, kwargs)
             raise Unsupported(f"{self.describe()}(...) on a traced array is not supported")
+        known = numpy_facts.answer(self.fn, args[0] if args else None, len(args) + len(kwargs))
+        if known is not None:  # (np.ndim(x), np.isscalar(x): what the trace knows)
+            from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
+
+            kind, found = known
+            return args[0].var_getattr(tx, found) if kind == "attribute" else wrap_constant(found)
         if not op_rules.is_supported_function(self.fn):
             raise Unsupported(f"{self.describe()} is not supported by npdynamo yet")
         return tx.output.call_function(tx, self.fn, args, kwargs)
@@ -200,6 +207,17 @@ def _isinstance(tx, args, kwargs):
     # The exact type of every traced value is guarded, so the answer is a constant.
     classes = classes.as_python_constant()
     return ConstantVariable(run_user_op(issubclass, obj.python_type(), classes))
+
+
+def _type(tx, args, kwargs):
+    """``type(x)``: a constant, as for `_isinstance` (the exact type of every traced value is
+    guarded: an array's, ``np.ndarray``; a NumPy scalar's, its dtype's type)."""
+    if len(args) != 1 or kwargs:
+        # type(name, bases, ns) makes a new class on every call: not a constant
+        raise Unsupported("type() with three arguments makes a new class (not traced)")
+    from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
+
+    return wrap_constant(args[0].python_type())
 
 
 def _sequence_ctor(kind):
@@ -392,6 +410,7 @@ BUILTIN_RULES: dict[Callable, Callable] = {
     len: _len,
     abs: _abs,
     isinstance: _isinstance,
+    type: _type,
     tuple: _sequence_ctor(tuple),
     list: _sequence_ctor(list),
     enumerate: _enumerate,
@@ -461,9 +480,6 @@ class BuiltinVariable(VariableTracker):
             raise Unsupported(
                 f"{self.fn.__name__}() of an array value needs its data (data-dependent)"
             )
-        if self.fn is type and (len(args) != 1 or kwargs):
-            # type(name, bases, ns) makes a new class on every call: not a constant
-            raise Unsupported("type() with three arguments makes a new class (not traced)")
         from . import operators  # (upward: the operators build on every kind of tracker)
 
         if self.fn in (operator.is_, operator.is_not) and len(args) == 2 and not kwargs:

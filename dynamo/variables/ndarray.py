@@ -56,6 +56,10 @@ class NDArrayVariable(VariableTracker):
         return n
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
+        if name == "__class__":  # (its exact type is guarded: as ``type(x)``)
+            from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
+
+            return wrap_constant(self.python_type())
         if name in ("shape", "size", "nbytes") and is_data_dependent(self.meta.shape):
             raise Unsupported(f"x.{name} of x[mask] depends on the data: it is known only when "
                               "the graph runs")

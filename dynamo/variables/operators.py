@@ -18,6 +18,7 @@ import operator
 import types
 from typing import Any, Callable
 
+import numpy as np
 from bytecode.instr import BinaryOp, Compare
 
 from ..exc import Unsupported
@@ -90,7 +91,7 @@ INPLACE_FALLBACK = {
 
 #: Types whose equal values are one object (a value, which guards check, settles identity).
 _UNIQUE_PER_VALUE = (type(None), bool, type(Ellipsis), type(NotImplemented), type,
-                     types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
+                     types.FunctionType, types.BuiltinFunctionType, types.ModuleType, np.ufunc)
 
 
 def dict_key(key: VariableTracker) -> Any:

@@ -1,0 +1,81 @@
+"""The Python written around NumPy calls, traced instead of breaking the graph: ``type(x)`` and
+``x.__class__`` of arrays, NumPy scalars and constants, identity tests against classes and
+ufuncs, and the NumPy functions that only look at a value's kind and shape (``np.ndim``,
+``np.shape``, ``np.size``, ``np.isscalar``, ``np.iterable``). Each program is one graph with no
+break, and returns what plain Python returns (value, type, dtype)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dynamo
+
+SUBTRACT = np.subtract
+
+
+def by_type(x):
+    s = x.sum()
+    out = x + 1.0 if type(x) is np.ndarray else x
+    if type(s) is np.float64:
+        out = out * 2.0
+    if type(3) is int and type(x) is not list:
+        out = out - 1.0
+    return out
+
+
+def by_class(x):
+    return x * 2.0 if x.__class__ is np.ndarray else x
+
+
+def by_ufunc_identity(x, fn=np.subtract):
+    if fn is np.subtract:
+        return fn(x, 1.0)
+    return np.add(x, 1.0)
+
+
+def by_global_ufunc(x):
+    return x * 3.0 if SUBTRACT is np.subtract and SUBTRACT is not np.add else x
+
+
+def facts(x):
+    s = x.sum()
+    z = x.sum(keepdims=True).reshape(())
+    return (x + np.ndim(x) + np.size(x) + np.shape(x)[0] + np.isscalar(x) + np.iterable(x)
+            + np.isscalar(s) + np.iterable(z) + np.ndim(z) + np.isscalar(2.5)
+            + np.ndim(3) + np.iterable("ab") + np.size(4.0) + len(np.shape(1.5)))
+
+
+PROGRAMS = [by_type, by_class, by_ufunc_identity, by_global_ufunc, facts]
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("backend", ["eager", "c"])
+def test_one_graph_and_plain_results(fn, backend):
+    x = np.arange(6.0).reshape(3, 2)
+    want = fn(x.copy())
+    dynamo.reset()
+    out = dynamo.explain(fn, backend=backend)(x.copy())
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    got = dynamo.compile(fn, backend=backend)(x.copy())
+    assert type(got) is type(want) and got.dtype == want.dtype
+    assert np.array_equal(got, want)
+
+
+def test_another_type_takes_another_version():
+    """type(x) is a constant because the type is guarded: a NumPy scalar argument in place of
+    an array compiles again and gives plain Python's answer."""
+    dynamo.reset()
+    f = dynamo.compile(by_type)
+    x = np.arange(3.0)
+    assert np.array_equal(f(x), by_type(x))
+    s = np.float64(2.5)
+    assert f(s) == by_type(s) and type(f(s)) is type(by_type(s))
+
+
+def test_a_ufunc_default_that_is_another_ufunc():
+    dynamo.reset()
+    f = dynamo.compile(by_ufunc_identity)
+    x = np.arange(3.0)
+    assert np.array_equal(f(x, np.multiply), by_ufunc_identity(x, np.multiply))
+    assert np.array_equal(f(x), by_ufunc_identity(x))

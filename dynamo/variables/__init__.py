@@ -13,6 +13,7 @@ The modules, from the bottom up (each imports only those before it at module lev
     containers  tuples, lists, dicts, iterators, and the list and dict methods
     ndarray     graph values (arrays, NumPy scalars) and iteration over an array's rows
     numpy_facts np.ndim, np.shape, np.size, np.isscalar, np.iterable of what the trace knows
+    builtin_rules  the rules of builtins traced (len, type, map, zip, sum, getattr, ...)
     callables   builtins, NumPy functions and methods, modules, user functions, classes, objects
     builder     VariableBuilder (a real value read from a Source -> its tracker, guarded) and
                 wrap_constant (a value computed while tracing -> its tracker)
@@ -23,9 +24,9 @@ The modules, from the bottom up (each imports only those before it at module lev
 
 One circle is left, and it is the nature of the thing: a tracker's method returns trackers of
 other kinds (``x.sum`` of an array is a method tracker; ``s.split()`` of a constant a list
-tracker), and `builder` makes trackers of every kind. So `constant`, `ndarray` and `callables`
-import `callables`, `builder` and `operators` inside the functions that need them, each such
-import marked "upward"; everything else is imported at the top.
+tracker), and `builder` makes trackers of every kind. So `constant`, `ndarray`, `builtin_rules`
+and `callables` import `callables`, `builder` and `operators` inside the functions that need
+them, each such import marked "upward"; everything else is imported at the top.
 """
 
 from .base import NullVariable, VariableTracker

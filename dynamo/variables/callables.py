@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import operator
 import sys
 import types
@@ -21,16 +20,18 @@ from fx.names import numpy_path
 from fx import op_rules
 
 from .. import instructions as ins
-from ..exc import Unsupported, UserCodeError
+from ..exc import Unsupported
 from ..guards import Guard
 from ..markers import graph_break
 from ..source import AttrSource
 from . import numpy_facts
 from .base import VariableTracker
-from .constant import ConstantVariable, _immutable, run_user_op, user_error
-from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListReverseIteratorVariable,
-                         ListVariable, TupleVariable, _Sequence, iterate)
-from .ndarray import ArrayRowIterator, NDArrayVariable
+from .builtin_rules import (BUILTIN_RULES, CONSUMERS, OPERATOR_INPLACE, OPERATOR_MUTATORS,
+                            PURE_BUILTINS, PURE_MODULES, all_constant, constant_call)
+from .constant import ConstantVariable, user_error
+from .containers import (DictVariable, IteratorVariable, ListReverseIteratorVariable, ListVariable,
+                         TupleVariable)
+from .ndarray import NDArrayVariable
 from .opaque import OpaqueObjectVariable
 
 __all__ = [
@@ -42,27 +43,6 @@ __all__ = [
     "UserFunctionVariable",
     "UserObjectVariable",
 ]
-
-#: Modules whose functions are pure: called on constants, they may run at trace time.
-PURE_MODULES = (math, operator)
-
-
-def _all_constant(args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> bool:
-    return all(a.is_python_constant() for a in [*args, *kwargs.values()])
-
-
-def _constant_call(fn: Callable, args: list[VariableTracker], kwargs: dict[str, VariableTracker]) -> VariableTracker:
-    """Run a pure function on constants now; an exception means "let plain Python raise it"."""
-    from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
-
-    values = [a.as_python_constant() for a in args]
-    kw = {k: v.as_python_constant() for k, v in kwargs.items()}
-    result = wrap_constant(run_user_op(fn, *values, **kw))
-    if (type(result) is ConstantVariable and not _immutable(result.value)
-            and _immutable((fn, *values, *kw.values()))):
-        result.made_by = (fn, tuple(values), kw)
-    return result
-
 
 class NumpyFunctionVariable(VariableTracker):
     """A NumPy function, ufunc or scalar type (``np.float32``) used as a value or called."""
@@ -83,8 +63,8 @@ class NumpyFunctionVariable(VariableTracker):
     def call_function(self, tx, args, kwargs) -> VariableTracker:
         if isinstance(self.fn, type) or self.fn is np.dtype:
             # np.float32(2.0), np.dtype("f4"): scalar and dtype constructors on constants.
-            if _all_constant(args, kwargs):
-                return _constant_call(self.fn, args, kwargs)
+            if all_constant(args, kwargs):
+                return constant_call(self.fn, args, kwargs)
             raise Unsupported(f"{self.describe()}(...) on a traced array is not supported")
         known = numpy_facts.answer(self.fn, args[0] if args else None, len(args) + len(kwargs))
         if known is not None:  # (np.ndim(x), np.isscalar(x): what the trace knows)
@@ -177,273 +157,6 @@ class PythonModuleVariable(VariableTracker):
         return VariableBuilder(tx, AttrSource(self.source, name))(value)
 
 
-# Builtins ---------------------------------------------------------------------------------------
-
-
-def _len(tx, args, kwargs):
-    (arg,) = args
-    if isinstance(arg, NDArrayVariable):
-        if arg.meta.ndim == 0:
-            raise user_error(TypeError, "len() of unsized object (a 0-d array)")
-        from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
-
-        return wrap_constant(arg.dim(0))  # (a SymIntVariable for a dynamic size)
-    if isinstance(arg, (_Sequence, DictVariable)):
-        return ConstantVariable(len(arg.items))
-    if isinstance(arg, DictViewVariable):
-        return ConstantVariable(len(arg.d.items))
-    return _constant_call(len, args, kwargs)
-
-
-def _abs(tx, args, kwargs):
-    (arg,) = args
-    if isinstance(arg, NDArrayVariable):
-        return tx.output.call_function(tx, operator.abs, [arg], {})
-    return _constant_call(abs, args, kwargs)
-
-
-def _isinstance(tx, args, kwargs):
-    obj, classes = args
-    # The exact type of every traced value is guarded, so the answer is a constant.
-    classes = classes.as_python_constant()
-    return ConstantVariable(run_user_op(issubclass, obj.python_type(), classes))
-
-
-def _type(tx, args, kwargs):
-    """``type(x)``: a constant, as for `_isinstance` (the exact type of every traced value is
-    guarded: an array's, ``np.ndarray``; a NumPy scalar's, its dtype's type)."""
-    if len(args) != 1 or kwargs:
-        # type(name, bases, ns) makes a new class on every call: not a constant
-        raise Unsupported("type() with three arguments makes a new class (not traced)")
-    from .builder import wrap_constant  # (upward: builder makes trackers of every kind)
-
-    return wrap_constant(args[0].python_type())
-
-
-def _sequence_ctor(kind):
-    def build(tx, args, kwargs):
-        if kwargs:
-            raise Unsupported(f"{kind.__name__}() with keyword arguments")
-        if len(args) > 1:
-            raise user_error(TypeError, f"{kind.__name__} expected at most 1 argument, got "
-                             f"{len(args)}")
-        if kind is tuple and args and type(args[0]) is TupleVariable:
-            return args[0]  # (``tuple(t) is t``)
-        items = args[0].unpack(tx) if args else []
-        return (TupleVariable if kind is tuple else ListVariable)(items)
-
-    return build
-
-
-def _items_of(tx, value: VariableTracker) -> VariableTracker:
-    """What ``iter(value)`` gives while tracing: rows of an array are read when they are
-    reached (the loop body may write to the array first), other values as `iterate` says."""
-    if isinstance(value, NDArrayVariable):
-        return ArrayRowIterator(tx, value)
-    return iterate(tx, value)
-
-
-class _LazyIterator(IteratorVariable):
-    """``enumerate``/``zip`` over iterators whose items are made when reached (`_items_of`)."""
-
-    def __init__(self, sources: list[VariableTracker], kind: type, start: Any = 0) -> None:
-        super().__init__([], kind=kind)
-        self.sources = sources
-        self.start = start
-        self.count = 0
-        self.done = False
-
-    def next(self) -> VariableTracker | None:
-        if self.done or not self.sources:  # (``zip()`` is empty)
-            return None
-        items = []
-        for source in self.sources:
-            item = source.next()
-            if item is None:
-                self.done = True
-                return None
-            items.append(item)
-        if self.kind is enumerate:
-            items.insert(0, ConstantVariable(run_user_op(operator.add, self.start, self.count)))
-        self.count += 1
-        return TupleVariable(items)
-
-    def unpack(self, tx) -> list[VariableTracker]:
-        rest = []
-        while (item := self.next()) is not None:
-            rest.append(item)
-        return rest
-
-    def reconstruct(self, codegen) -> None:
-        # A zip or enumerate object holds nothing but its iterators (and enumerate its count):
-        # one made again over them, each where this one left it, is the same to the program
-        # (``for a, b in zip(xs, ys)`` whose loop runs with its body as a function). Not once
-        # a source ran out: plain Python's stays exhausted, a list iterator rebuilt at the end
-        # of its list would see items appended later.
-        if self.done:
-            raise Unsupported(f"cannot rebuild an exhausted {self.describe()}")
-        codegen.extend(ins.with_null(ins.load_const(self.kind)))
-        for source in self.sources:
-            codegen.reconstruct(source)
-        nargs = len(self.sources)
-        if self.kind is enumerate:
-            codegen.extend(ins.load_const(run_user_op(operator.add, self.start, self.count)))
-            nargs += 1
-        codegen.extend(ins.call(nargs))
-
-
-def _enumerate(tx, args, kwargs):
-    # enumerate(iterable, start=0), either by keyword: any other form (no iterable, an unknown
-    # keyword, an argument twice) is left to the call in plain Python, which raises TypeError
-    names = ("iterable", "start")
-    if len(args) > 2 or set(kwargs) - set(names) or any(n in kwargs for n in names[:len(args)]):
-        raise Unsupported("enumerate() called with arguments it does not take")
-    bound = dict(zip(names, args), **kwargs)
-    if "iterable" not in bound:
-        raise Unsupported("enumerate() called without an iterable")
-    start = bound["start"].as_python_constant() if "start" in bound else 0
-    # (the count is an int: ``enumerate(xs, 1.5)`` raises TypeError, as does a str start)
-    start = run_user_op(operator.index, start)
-    return _LazyIterator([_items_of(tx, bound["iterable"])], enumerate, start)
-
-
-def _zip(tx, args, kwargs):
-    if kwargs:
-        raise Unsupported("zip() with keyword arguments")
-    return _LazyIterator([_items_of(tx, a) for a in args], zip)
-
-
-def _min_max(fn):
-    def call(tx, args, kwargs):
-        if any(isinstance(a, NDArrayVariable) for a in args):
-            raise Unsupported(f"builtin {fn.__name__}() on arrays compares elements in Python (data-dependent)")
-        if len(args) == 1 and not args[0].is_python_constant():
-            # (the items as one iterable: ``max({"ab": x})`` is "ab", not max("ab"))
-            args = [ListVariable(args[0].unpack(tx))]
-        return _constant_call(fn, args, kwargs)
-
-    return call
-
-
-def _sum(tx, args, kwargs):
-    """sum(items, start=0) is ``start + items[0] + items[1] + ...``, exactly as Python runs it."""
-    if len(args) > 2 or set(kwargs) - {"start"}:
-        raise Unsupported("sum() with these arguments")
-    start = kwargs.get("start", args[1] if len(args) > 1 else ConstantVariable(0))
-    if isinstance(start, ConstantVariable) and isinstance(start.value, (str, bytes, bytearray)):
-        kind = "strings" if isinstance(start.value, str) else type(start.value).__name__
-        raise user_error(TypeError, f"sum() can't sum {kind}")
-    from . import operators  # (upward: the operators build on every kind of tracker)
-
-    total = start
-    for item in args[0].unpack(tx):
-        total = operators.binary_op(tx, operator.add, total, item)
-    return total
-
-
-def _print(tx, args, kwargs):
-    raise Unsupported("print() has a side effect that cannot be put in a graph")
-
-
-def _getattr(tx, args, kwargs):
-    if kwargs or len(args) not in (2, 3) or not args[1].is_python_constant():
-        raise Unsupported("getattr() with these arguments")
-    name = args[1].as_python_constant()
-    if not isinstance(name, str):
-        raise user_error(TypeError, "attribute name must be string")
-    if len(args) == 3:
-        if isinstance(args[0], OpaqueObjectVariable):  # (whether the default is taken)
-            raise Unsupported(f"getattr() with a default of {args[0].describe()}: npdynamo "
-                              "does not trace this type")
-    try:
-        return args[0].var_getattr(tx, name)
-    except UserCodeError as exc:
-        if len(args) == 3 and exc.error is AttributeError:
-            _guard_absence(tx, args[0], name, "getattr() with a default")
-            return args[2]
-        raise
-
-
-def _guard_absence(tx, obj: VariableTracker, name: str, what: str) -> None:
-    """`obj` has no attribute `name` now, and the answer is about to be used: an object of a
-    user's class gets attributes at run time (``obj.flag = True``), so the absence is guarded
-    (NO_ATTRIBUTE: not in its ``__dict__`` nor its class's MRO, checked without running code).
-    An object with no source (nothing to guard it through) or a module other than NumPy's
-    (whose attributes are trusted, as for reads) is not guarded: the frame breaks there."""
-
-    if isinstance(obj, UserObjectVariable) and obj.source is not None:
-        tx.output.add_guard(Guard(obj.source, "NO_ATTRIBUTE", name))
-        return
-    if isinstance(obj, UserObjectVariable) or (isinstance(obj, PythonModuleVariable)
-                                               and not obj.is_numpy):
-        raise Unsupported(f"{what} of {obj.describe()}: it has no attribute {name!r} now, and no "
-                          "guard would see one added later")
-
-
-def _hasattr(tx, args, kwargs):
-    if args and isinstance(args[0], OpaqueObjectVariable):  # (no guard could keep the answer)
-        raise Unsupported(f"hasattr() of {args[0].describe()}: npdynamo does not trace this type")
-    try:
-        _getattr(tx, args, kwargs)
-    except UserCodeError as exc:
-        if exc.error is AttributeError:
-            _guard_absence(tx, args[0], args[1].as_python_constant(), "hasattr()")
-            return ConstantVariable(False)
-        raise
-    return ConstantVariable(True)
-
-
-def _dict(tx, args, kwargs):
-    if len(args) > 1:
-        raise user_error(TypeError, f"dict expected at most 1 argument, got {len(args)}")
-    out = DictVariable({})
-    if args:
-        if not isinstance(args[0], DictVariable):
-            raise Unsupported("dict() of a value that is not a dict")
-        out.merge(args[0])
-    out.items.update(kwargs)  # (keyword names: str constants)
-    return out
-
-
-#: Builtins with a tracing rule. Others, called on constants, run at trace time if pure.
-BUILTIN_RULES: dict[Callable, Callable] = {
-    len: _len,
-    abs: _abs,
-    isinstance: _isinstance,
-    type: _type,
-    tuple: _sequence_ctor(tuple),
-    list: _sequence_ctor(list),
-    enumerate: _enumerate,
-    zip: _zip,
-    min: _min_max(min),
-    max: _min_max(max),
-    print: _print,
-    sum: _sum,
-    getattr: _getattr,
-    hasattr: _hasattr,
-    dict: _dict,
-}
-
-#: Builtins that are pure on constants (safe to call at trace time).
-#: builtins that consume an iterable argument whole (or until they know the answer)
-CONSUMERS = {any, all, sorted, sum, min, max, list, tuple, set, frozenset, dict}
-
-PURE_BUILTINS = {
-    range, int, float, complex, bool, str, round, divmod, pow, sorted, reversed, any, all,
-    hash, slice, repr, format, chr, ord, type,
-}
-
-#: operator functions that work in place on a mutable first argument (a list tracker), traced
-#: like the augmented assignment they stand for
-OPERATOR_INPLACE = {
-    operator.iadd, operator.iand, operator.iconcat, operator.ifloordiv, operator.ilshift,
-    operator.imod, operator.imul, operator.imatmul, operator.ior, operator.ipow,
-    operator.irshift, operator.isub, operator.itruediv, operator.ixor,
-}
-#: operator functions that change their argument; run on constants they would change a copy
-OPERATOR_MUTATORS = {operator.setitem, operator.delitem}
-
-
 class BuiltinVariable(VariableTracker):
     def __init__(self, fn: Callable, source=None) -> None:
         self.fn = fn
@@ -494,8 +207,8 @@ class BuiltinVariable(VariableTracker):
                 isinstance(args[0], ListVariable):
             return ListReverseIteratorVariable(args[0])  # (live over the list, not a copy)
         pure = self.fn in PURE_BUILTINS or getattr(self.fn, "__module__", None) in ("math", "_operator")
-        if pure and _all_constant(args, kwargs):
-            return _constant_call(self.fn, args, kwargs)
+        if pure and all_constant(args, kwargs):
+            return constant_call(self.fn, args, kwargs)
         if any(isinstance(a, NDArrayVariable) for a in args) and getattr(self.fn, "__module__", "") == "_operator":
             if len(args) == 2 and not kwargs:
                 return operators.binary_op(tx, self.fn, args[0], args[1])
@@ -548,9 +261,9 @@ class BoundConstantMethodVariable(VariableTracker):
         return f"method {self.name} of {self.value!r}"
 
     def call_function(self, tx, args, kwargs) -> VariableTracker:
-        if not _all_constant(args, kwargs):
+        if not all_constant(args, kwargs):
             raise Unsupported(f"{self.describe()} called with traced values")
-        return _constant_call(getattr(self.value, self.name), args, kwargs)
+        return constant_call(getattr(self.value, self.name), args, kwargs)
 
     def reconstruct(self, codegen) -> None:
         ConstantVariable(self.value).reconstruct(codegen)  # (refuses mutable values)

@@ -79,3 +79,50 @@ def test_a_ufunc_default_that_is_another_ufunc():
     x = np.arange(3.0)
     assert np.array_equal(f(x, np.multiply), by_ufunc_identity(x, np.multiply))
     assert np.array_equal(f(x), by_ufunc_identity(x))
+
+
+def mapped(x):
+    doubled = sum(map(lambda v: v * 2.0, [x, x + 1.0]))
+    pairs = list(map(np.add, [x, x], [x, 1.0]))
+    rows = list(map(np.sum, x))  # (rows read when reached)
+    first = next(map(np.max, x))
+    none = next(filter(lambda k: k > 5, [1, 2]), 0)
+    return doubled + pairs[0] + pairs[1] + rows[0] + rows[-1] + first + none
+
+
+def filtered(x):
+    kept = [v for v in filter(lambda v: v is not None, [x, None, x * 2.0])]
+    big = list(filter(lambda k: k > 1, [1, 2, 3]))
+    truthy = list(filter(None, [1, 0, None, 2]))
+    return kept[0] + kept[1] + len(big) + len(truthy)
+
+
+@pytest.mark.parametrize("fn", [mapped, filtered], ids=lambda f: f.__name__)
+def test_map_and_filter_in_one_graph(fn):
+    x = np.arange(6.0).reshape(3, 2)
+    dynamo.reset()
+    out = dynamo.explain(fn)(x.copy())
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    assert np.array_equal(dynamo.compile(fn)(x.copy()), fn(x.copy()))
+
+
+def map_across_a_break(x):
+    it = map(lambda v: v + 1.0, [x, x * 2.0, x * 3.0])
+    a = next(it)
+    print("break")  # (the graph ends with `it` half used: rebuilt for the rest of the frame)
+    b = next(it)
+    return a + b + sum(it)
+
+
+def filter_on_data(x):
+    return sum(filter(lambda v: v.sum() > 0, [x, -x, x * 2.0]))
+
+
+@pytest.mark.parametrize("fn", [map_across_a_break, filter_on_data], ids=lambda f: f.__name__)
+def test_map_and_filter_across_breaks(fn, capsys):
+    x = np.arange(4.0)
+    want = fn(x.copy())
+    dynamo.reset()
+    got = dynamo.compile(fn)(x.copy())
+    assert np.array_equal(got, want) and got.dtype == want.dtype
+    assert capsys.readouterr().out.count("break") == 2 * (fn is map_across_a_break)

@@ -2,7 +2,7 @@
 
 Such a loop runs in the transformed code, which needs the loop's iterator on its stack: the zip
 or enumerate object the translator made is rebuilt over its sources, each where it was
-(`callables._LazyIterator.reconstruct`; an array's row iterator is the sequence iterator at its
+(`builtin_rules._LazyIterator.reconstruct`; an array's row iterator is the sequence iterator at its
 row, `variables.ndarray.ArrayRowIterator.reconstruct`). They ran uncompiled before ("cannot
 rebuild a zip iterator"). Also: ``enumerate``/``zip`` over an array the loop writes to read
 each row when they reach it. Plain Python is the oracle.

@@ -228,6 +228,10 @@ class ExceptionVariable(VariableTracker):
         return f"{self.cls.__name__} instance"
 
     def python_type(self) -> type:
+        if self.cls.__new__ is not BaseException.__new__:
+            # (``OSError(errno.EEXIST, ...)`` is a FileExistsError: OSError's own __new__)
+            raise Unsupported(f"the type of {self.describe()}: its class picks the type of "
+                              "its instances")
         return self.cls
 
 

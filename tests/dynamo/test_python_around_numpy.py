@@ -6,6 +6,8 @@ break, and returns what plain Python returns (value, type, dtype)."""
 
 from __future__ import annotations
 
+import errno
+
 import numpy as np
 import pytest
 
@@ -126,3 +128,17 @@ def test_map_and_filter_across_breaks(fn, capsys):
     got = dynamo.compile(fn)(x.copy())
     assert np.array_equal(got, want) and got.dtype == want.dtype
     assert capsys.readouterr().out.count("break") == 2 * (fn is map_across_a_break)
+
+
+def errno_type(x):
+    e = OSError(errno.EEXIST, "exists")
+    return x + (type(e) is FileExistsError) + isinstance(e, FileExistsError)
+
+
+def test_the_type_of_an_exception_its_class_picks_is_left_to_python():
+    """Regression: ``OSError(errno.EEXIST, ...)`` is a FileExistsError (OSError's __new__
+    picks it); ``type(e)`` read as the class called gave OSError (CPython's
+    test_exception_hierarchy under capture), and ``isinstance`` the same way."""
+    x = np.arange(3.0)
+    dynamo.reset()
+    assert np.array_equal(dynamo.compile(errno_type)(x), errno_type(x))

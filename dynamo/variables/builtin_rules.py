@@ -105,6 +105,19 @@ def _sequence_ctor(kind):
     return build
 
 
+def _set_ctor(kind):
+    def build(tx, args, kwargs):
+        """``set(items)``/``frozenset(items)`` of constants: a constant, as a ``{...}`` display
+        of constants is (`ValueOpcodes.BUILD_SET`); items that are graph values are left to
+        Python (they are hashed by identity, and their truth may depend on data)."""
+        if kwargs or len(args) > 1:
+            raise Unsupported(f"{kind.__name__}() with these arguments")
+        items = args[0].unpack(tx) if args else []
+        return ConstantVariable(run_user_op(kind, [v.as_python_constant() for v in items]))
+
+    return build
+
+
 def _items_of(tx, value: VariableTracker) -> VariableTracker:
     """What ``iter(value)`` gives while tracing: rows of an array are read when they are
     reached (the loop body may write to the array first), other values as `iterate` says."""
@@ -354,6 +367,8 @@ BUILTIN_RULES: dict[Callable, Callable] = {
     list: _sequence_ctor(list),
     enumerate: _enumerate,
     map: _map,
+    set: _set_ctor(set),
+    frozenset: _set_ctor(frozenset),
     next: _next,
     filter: _filter,
     zip: _zip,

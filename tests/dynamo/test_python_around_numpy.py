@@ -142,3 +142,25 @@ def test_the_type_of_an_exception_its_class_picks_is_left_to_python():
     x = np.arange(3.0)
     dynamo.reset()
     assert np.array_equal(dynamo.compile(errno_type)(x), errno_type(x))
+
+
+def sets_of_constants(x, names=("a", "b", "a")):
+    seen = set(names)
+    seen.add("c")
+    frozen = frozenset([1, 2, 2])
+    return x + len(seen) + len(frozen) + ("b" in seen) + (2 in frozen) + len(set())
+
+
+def set_of_arrays(x):
+    return len(set([x, x]))  # (arrays are unhashable: Python raises TypeError)
+
+
+def test_sets_of_constants_in_one_graph():
+    x = np.arange(3.0)
+    dynamo.reset()
+    out = dynamo.explain(sets_of_constants)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
+    assert np.array_equal(dynamo.compile(sets_of_constants)(x), sets_of_constants(x))
+    for fn in (set_of_arrays, dynamo.compile(set_of_arrays)):
+        with pytest.raises(TypeError, match="unhashable"):
+            fn(x)

@@ -108,3 +108,12 @@ def test_the_suite_checks_every_assembled_code_against_the_graph():
 
     a = np.arange(3.0)
     assert np.array_equal(dynamo.compile(f)(a), f(a))
+
+
+def test_code_that_pops_more_than_the_stack_holds_is_left_to_the_graph():
+    """(the graph raises for it, so a mistake in generated code is an internal error, the frame
+    in plain Python, never a code object that would corrupt the stack)"""
+    bc = Bytecode([Instr("LOAD_CONST", 1), Instr("BUILD_TUPLE", 2), Instr("RETURN_VALUE")])
+    assert stack_size(list(bc)) is None
+    with pytest.raises(RuntimeError):
+        _by_graph(fresh_try_ranges(bc))

@@ -107,9 +107,8 @@ def _sequence_ctor(kind):
 
 def _set_ctor(kind):
     def build(tx, args, kwargs):
-        """``set(items)``/``frozenset(items)`` of constants: a constant, as a ``{...}`` display
-        of constants is (`ValueOpcodes.BUILD_SET`); items that are graph values are left to
-        Python (they are hashed by identity, and their truth may depend on data)."""
+        """``set(items)`` of constants: a constant, as a ``{...}`` display of constants is
+        (`ValueOpcodes.BUILD_SET`); items that are not constants are left to Python."""
         if kwargs or len(args) > 1:
             raise Unsupported(f"{kind.__name__}() with these arguments")
         items = args[0].unpack(tx) if args else []
@@ -367,8 +366,7 @@ BUILTIN_RULES: dict[Callable, Callable] = {
     list: _sequence_ctor(list),
     enumerate: _enumerate,
     map: _map,
-    set: _set_ctor(set),
-    frozenset: _set_ctor(frozenset),
+    set: _set_ctor(set),  # (not frozenset: frozenset(fs) is fs itself, one object)
     next: _next,
     filter: _filter,
     zip: _zip,

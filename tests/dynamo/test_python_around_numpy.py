@@ -147,8 +147,12 @@ def test_the_type_of_an_exception_its_class_picks_is_left_to_python():
 def sets_of_constants(x, names=("a", "b", "a")):
     seen = set(names)
     seen.add("c")
-    frozen = frozenset([1, 2, 2])
-    return x + len(seen) + len(frozen) + ("b" in seen) + (2 in frozen) + len(set())
+    other = set([1, 2, 2])
+    return x + len(seen) + len(other) + ("b" in seen) + (2 in other) + len(set())
+
+
+def frozenset_of_a_frozenset(x, fs=frozenset({1, 2})):
+    return x + (frozenset(fs) is fs)  # (one object: CPython's test_set checks it)
 
 
 def set_of_arrays(x):
@@ -161,6 +165,8 @@ def test_sets_of_constants_in_one_graph():
     out = dynamo.explain(sets_of_constants)(x)
     assert (out.graph_count, out.graph_break_count) == (1, 0), out.break_reasons
     assert np.array_equal(dynamo.compile(sets_of_constants)(x), sets_of_constants(x))
+    assert np.array_equal(dynamo.compile(frozenset_of_a_frozenset)(x),
+                          frozenset_of_a_frozenset(x))
     for fn in (set_of_arrays, dynamo.compile(set_of_arrays)):
         with pytest.raises(TypeError, match="unhashable"):
             fn(x)

@@ -20,7 +20,7 @@ from ..guards import Guard
 from .base import VariableTracker
 from .constant import ConstantVariable, _immutable, run_user_op, user_error
 from .containers import (DictVariable, DictViewVariable, IteratorVariable, ListVariable,
-                         TupleVariable, _Sequence, iterate)
+                         TupleVariable, _Sequence, drain, iterate)
 from .ndarray import ArrayRowIterator, NDArrayVariable
 from .opaque import OpaqueObjectVariable
 
@@ -158,10 +158,7 @@ class _LazyIterator(IteratorVariable):
         return TupleVariable(items)
 
     def unpack(self, tx) -> list[VariableTracker]:
-        rest = []
-        while (item := self.next()) is not None:
-            rest.append(item)
-        return rest
+        return drain(self)
 
     def reconstruct(self, codegen) -> None:
         # A zip or enumerate object holds nothing but its iterators (and enumerate its count):

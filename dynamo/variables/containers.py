@@ -21,7 +21,8 @@ from .constant import ConstantVariable, run_user_op, user_error
 
 
 __all__ = ["TupleVariable", "ListVariable", "DictVariable", "IteratorVariable", "DictViewVariable",
-           "CheckedIteratorVariable", "ListMethodVariable", "DictMethodVariable", "iterate"]
+           "CheckedIteratorVariable", "ListMethodVariable", "DictMethodVariable", "iterate",
+           "drain"]
 
 
 #: ``ids``: the containers whose Python value this thread is building right now
@@ -414,13 +415,18 @@ class ListReverseIteratorVariable(IteratorVariable):
         return None
 
     def unpack(self, tx) -> list[VariableTracker]:
-        out = []
-        while (item := self.next()) is not None:
-            out.append(item)
-        return out
+        return drain(self)
 
     def reconstruct(self, codegen) -> None:
         _positioned(codegen, _list_reverse_iterator_at, self.lst, self.position)
+
+
+def drain(iterator: VariableTracker) -> list[VariableTracker]:
+    """The items an iterator tracker has left (``list(it)``), taken with its ``next()``."""
+    out = []
+    while (item := iterator.next()) is not None:
+        out.append(item)
+    return out
 
 
 def iterate(tx, value: VariableTracker) -> IteratorVariable:

@@ -36,7 +36,7 @@ from .base import VariableTracker
 from .builder import VariableBuilder, wrap_constant
 from .callables import BuiltinVariable
 from .constant import user_error
-from .containers import DictVariable, IteratorVariable, TupleVariable
+from .containers import DictVariable, IteratorVariable, TupleVariable, drain
 
 
 __all__ = ["FunctionSpec", "Home", "spec_for_function", "bind_arguments", "MAX_INLINE_DEPTH",
@@ -451,10 +451,7 @@ class GeneratorVariable(IteratorVariable):
         return super().next()
 
     def unpack(self, tx) -> list[VariableTracker]:
-        rest = []
-        while (item := self.next()) is not None:
-            rest.append(item)
-        return rest
+        return drain(self)
 
     def reconstruct(self, codegen) -> None:
         if self.started:

@@ -15,7 +15,7 @@ from fx.symbolic import is_data_dependent
 from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, user_error
-from .containers import _iterator_at, _positioned
+from .containers import _iterator_at, _positioned, drain
 
 if TYPE_CHECKING:
     from fx import Node
@@ -124,10 +124,7 @@ class ArrayRowIterator(VariableTracker):
         return row
 
     def unpack(self, tx) -> list[VariableTracker]:
-        rows = []
-        while (row := self.next()) is not None:
-            rows.append(row)
-        return rows
+        return drain(self)
 
     def reconstruct(self, codegen) -> None:
         """``iter(x)`` at the row this one reached (an array's iterator is the sequence
